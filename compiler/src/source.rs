@@ -1,0 +1,230 @@
+//! Policy source files: loading a folder of `*.kdl` files with the limits that keep hostile input cheap.
+
+use std::path::{Path, PathBuf};
+
+use crate::diagnostics::{Code, Diagnostic, Label};
+
+/// The largest policy file the checker reads (bytes); larger files are reported, not parsed.
+pub const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
+/// The most policy files one policy may have.
+pub const MAX_FILES: usize = 10_000;
+
+/// Index of a file inside a [`SourceSet`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId(pub u32);
+
+/// One policy file: its display path (relative to the policy folder) and its text.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// Path shown to users: the policy folder as given on the command line joined with the file's
+    /// path inside it, with `/` separators.
+    pub path: String,
+    /// The file's text.
+    pub text: String,
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    /// A file from its display path and text.
+    pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
+        let text = text.into();
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        SourceFile {
+            path: path.into(),
+            text,
+            line_starts,
+        }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.line_starts[line];
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(offset - start, |s| s.chars().count());
+        (line + 1, column + 1)
+    }
+}
+
+/// Every file of one policy, in path order (the order the language merges them in).
+#[derive(Debug, Clone, Default)]
+pub struct SourceSet {
+    files: Vec<SourceFile>,
+}
+
+impl SourceSet {
+    /// A set from files given in any order; they are sorted by path.
+    pub fn new(mut files: Vec<SourceFile>) -> Self {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        SourceSet { files }
+    }
+
+    /// The file behind an id.
+    pub fn get(&self, id: FileId) -> &SourceFile {
+        &self.files[id.0 as usize]
+    }
+
+    /// Every file with its id, in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
+        self.files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (FileId(i as u32), f))
+    }
+
+    /// How many files the policy has.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the policy has no file at all.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// Why a policy folder could not be read at all (the command cannot run: exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The path does not exist or cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path that failed.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The folder holds no policy file.
+    #[error("no *.kdl policy files under {0} (is this the policy folder?)")]
+    Empty(PathBuf),
+}
+
+/// Reads every `*.kdl` file under `root` (recursively; `root` may also be one file).
+///
+/// Files that break a limit or are not UTF-8 come back as diagnostics with an empty text, so one
+/// bad file never hides the others.
+pub fn load_dir(root: &Path) -> Result<(SourceSet, Vec<Diagnostic>), LoadError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LoadError::Io { path, source }
+    };
+    let meta = std::fs::metadata(root).map_err(io(root))?;
+    let mut paths = Vec::new();
+    if meta.is_file() {
+        paths.push(root.to_path_buf());
+    } else {
+        collect_kdl(root, &mut paths).map_err(io(root))?;
+    }
+    if paths.is_empty() {
+        return Err(LoadError::Empty(root.to_path_buf()));
+    }
+    let base = if meta.is_file() {
+        root.parent().unwrap_or(Path::new(""))
+    } else {
+        root
+    };
+    let mut named: Vec<(String, PathBuf)> = paths
+        .into_iter()
+        .map(|p| (display_path(&base.join(p.strip_prefix(base).unwrap_or(&p))), p))
+        .collect();
+    named.sort();
+    let mut diagnostics = Vec::new();
+    if named.len() > MAX_FILES {
+        diagnostics.push(
+            Diagnostic::error(
+                Code::PolicyTooLarge,
+                format!(
+                    "the policy has {} files; at most {MAX_FILES} are read",
+                    named.len()
+                ),
+                Label::new(FileId(0), 0, 0),
+            )
+            .with_help("merge small team files, or split the cluster into several policies"),
+        );
+        named.truncate(MAX_FILES);
+    }
+    let mut files = Vec::with_capacity(named.len());
+    for (i, (display, path)) in named.into_iter().enumerate() {
+        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        let (text, problem) = admit(FileId(i as u32), &display, bytes);
+        files.push(SourceFile::new(display, text));
+        diagnostics.extend(problem);
+    }
+    Ok((SourceSet::new(files), diagnostics))
+}
+
+/// Applies the per-file limits to raw bytes: the text to parse and, if it broke a limit, why.
+pub fn admit(file: FileId, path: &str, bytes: Vec<u8>) -> (String, Option<Diagnostic>) {
+    if bytes.len() > MAX_FILE_BYTES {
+        let d = Diagnostic::error(
+            Code::PolicyTooLarge,
+            format!(
+                "{path} is {} bytes; policy files may be at most {MAX_FILE_BYTES} bytes",
+                bytes.len()
+            ),
+            Label::new(file, 0, 0),
+        )
+        .with_help("split the file into one file per team under the policy folder");
+        return (String::new(), Some(d));
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(at);
+            let text = String::from_utf8(bytes).unwrap_or_default();
+            let d = Diagnostic::error(
+                Code::Syntax,
+                "the file is not valid UTF-8 text",
+                Label::new(file, at, 0).with_text("invalid byte here"),
+            )
+            .with_help("KDL files must be UTF-8; re-save the file as UTF-8");
+            (text, Some(d))
+        }
+    }
+}
+
+fn collect_kdl(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = entry.file_type()?;
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if kind.is_dir() && !hidden {
+            collect_kdl(&path, out)?;
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "kdl") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The path as the user typed it (relative paths stay relative), with `/` separators and no `./`.
+fn display_path(path: &Path) -> String {
+    let text = path.to_string_lossy().replace('\\', "/");
+    let mut text = text.as_str();
+    while let Some(rest) = text.strip_prefix("./") {
+        text = rest;
+    }
+    text.replace("/./", "/").replace("//", "/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_count_characters_not_bytes() {
+        let f = SourceFile::new("a.kdl", "é x\nsecond");
+        assert_eq!(f.line_col(0), (1, 1));
+        assert_eq!(f.line_col(3), (1, 3));
+        assert_eq!(f.line_col(5), (2, 1));
+        assert_eq!(f.line_col(100), (2, 7));
+    }
+}
