@@ -6,7 +6,30 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod cli;
 pub mod diagnostics;
+pub mod git;
+pub mod lower;
 pub mod model;
 pub mod quantity;
+pub mod scenario;
 pub mod source;
+
+/// The JSON Schemas that `schemas/` holds: (file name, pretty JSON with a trailing newline).
+pub fn schemas() -> Vec<(&'static str, String)> {
+    let render = |schema: schemars::Schema| {
+        let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+        text.push('\n');
+        text
+    };
+    vec![
+        (
+            "compiled-policy.schema.json",
+            render(schemars::schema_for!(lower::CompiledPolicy)),
+        ),
+        (
+            "scenario.schema.json",
+            render(schemars::schema_for!(scenario::Scenario)),
+        ),
+    ]
+}

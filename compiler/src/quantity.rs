@@ -176,12 +176,26 @@ pub fn format_quantity(value: i64, kind: ResourceKind) -> String {
         ResourceKind::Cpu if value % 1000 == 0 => (value / 1000).to_string(),
         ResourceKind::Cpu => format!("{value}m"),
         ResourceKind::Memory => {
-            for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+            for (suffix, shift) in [
+                ("Ei", 60),
+                ("Pi", 50),
+                ("Ti", 40),
+                ("Gi", 30),
+                ("Mi", 20),
+                ("Ki", 10),
+            ] {
                 if value != 0 && value % (1i64 << shift) == 0 {
                     return format!("{}{suffix}", value >> shift);
                 }
             }
-            for (suffix, pow) in [("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)] {
+            for (suffix, pow) in [
+                ("E", 18),
+                ("P", 15),
+                ("T", 12),
+                ("G", 9),
+                ("M", 6),
+                ("k", 3),
+            ] {
                 let unit = 10i64.pow(pow);
                 if value != 0 && value % unit == 0 {
                     return format!("{}{suffix}", value / unit);
@@ -209,7 +223,9 @@ pub struct Duration(pub u64);
 
 /// Why a duration was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a duration; write a number and a unit, like \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\"")]
+#[error(
+    "`{0}` is not a duration; write a number and a unit, like \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\""
+)]
 pub struct DurationError(pub String);
 
 /// The longest duration a policy may state (ten years), far beyond any sensible window.
@@ -230,7 +246,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         }
         let n: u64 = rest[..digits].parse().map_err(|_| err())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let seconds = match &rest[..unit_len] {
             "s" => 1,
             "m" => 60,
@@ -292,27 +310,59 @@ mod tests {
         assert_eq!(parse_quantity("0", Gpu), Ok(0));
         assert_eq!(parse_quantity("-0", Gpu), Ok(0));
         assert_eq!(parse_quantity("1.5Ki", Memory), Ok(1536));
-        assert_eq!(parse_quantity("250u", Cpu), Err(QuantityError::TooPrecise {
-            text: "250u".into(), kind: "cpu", resolution: "1 millicore (0.001 CPU)"
-        }));
+        assert_eq!(
+            parse_quantity("250u", Cpu),
+            Err(QuantityError::TooPrecise {
+                text: "250u".into(),
+                kind: "cpu",
+                resolution: "1 millicore (0.001 CPU)"
+            })
+        );
     }
 
     #[test]
     fn bad_quantities_say_what_is_wrong() {
         assert_eq!(parse_quantity("-1", Gpu), Err(QuantityError::Negative));
-        assert!(matches!(parse_quantity("lots", Gpu), Err(QuantityError::Unparsable(_))));
-        assert!(matches!(parse_quantity("#nan", Gpu), Err(QuantityError::Unparsable(_))));
-        assert!(matches!(parse_quantity("1.2.3", Gpu), Err(QuantityError::Unparsable(_))));
-        assert!(matches!(parse_quantity("10Xi", Memory), Err(QuantityError::Unparsable(_))));
-        assert!(matches!(parse_quantity("", Memory), Err(QuantityError::Unparsable(_))));
-        assert!(matches!(parse_quantity("1e", Memory), Err(QuantityError::Unparsable(_))));
-        assert!(matches!(parse_quantity("9Ei", Memory), Err(QuantityError::TooLarge(_))));
-        assert!(matches!(parse_quantity("1e400", Gpu), Err(QuantityError::TooLarge(_))));
+        assert!(matches!(
+            parse_quantity("lots", Gpu),
+            Err(QuantityError::Unparsable(_))
+        ));
+        assert!(matches!(
+            parse_quantity("#nan", Gpu),
+            Err(QuantityError::Unparsable(_))
+        ));
+        assert!(matches!(
+            parse_quantity("1.2.3", Gpu),
+            Err(QuantityError::Unparsable(_))
+        ));
+        assert!(matches!(
+            parse_quantity("10Xi", Memory),
+            Err(QuantityError::Unparsable(_))
+        ));
+        assert!(matches!(
+            parse_quantity("", Memory),
+            Err(QuantityError::Unparsable(_))
+        ));
+        assert!(matches!(
+            parse_quantity("1e", Memory),
+            Err(QuantityError::Unparsable(_))
+        ));
+        assert!(matches!(
+            parse_quantity("9Ei", Memory),
+            Err(QuantityError::TooLarge(_))
+        ));
+        assert!(matches!(
+            parse_quantity("1e400", Gpu),
+            Err(QuantityError::TooLarge(_))
+        ));
         assert!(matches!(
             parse_quantity("99999999999999999999999999999999999999999", Gpu),
             Err(QuantityError::TooLarge(_))
         ));
-        assert!(matches!(parse_quantity("0.0001", Gpu), Err(QuantityError::TooPrecise { .. })));
+        assert!(matches!(
+            parse_quantity("0.0001", Gpu),
+            Err(QuantityError::TooPrecise { .. })
+        ));
     }
 
     #[test]
@@ -329,7 +379,10 @@ mod tests {
     fn durations_parse_and_print_as_go_does() {
         assert_eq!(parse_duration("5m"), Ok(Duration(300)));
         assert_eq!(parse_duration("1h30m"), Ok(Duration(5400)));
-        assert_eq!(parse_duration("7d").map(|d| d.to_string()), Ok("168h".into()));
+        assert_eq!(
+            parse_duration("7d").map(|d| d.to_string()),
+            Ok("168h".into())
+        );
         assert_eq!(Duration(5400).to_string(), "1h30m");
         assert_eq!(Duration(45).to_string(), "45s");
         for bad in ["", "5", "m", "5x", "-5m", "1.5h", "99999999999999d"] {

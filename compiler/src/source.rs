@@ -130,7 +130,12 @@ pub fn load_dir(root: &Path) -> Result<(SourceSet, Vec<Diagnostic>), LoadError> 
     };
     let mut named: Vec<(String, PathBuf)> = paths
         .into_iter()
-        .map(|p| (display_path(&base.join(p.strip_prefix(base).unwrap_or(&p))), p))
+        .map(|p| {
+            (
+                display_path(&base.join(p.strip_prefix(base).unwrap_or(&p))),
+                p,
+            )
+        })
         .collect();
     named.sort();
     let mut diagnostics = Vec::new();

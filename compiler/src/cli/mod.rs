@@ -1,0 +1,239 @@
+//! The `kai-policy` command line: clap parses plain arguments, each command runs against the
+//! library, and [`run`] maps every outcome to the exit statuses of `cli.md` in one place.
+
+mod output;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::check::{self, Checked};
+use crate::diagnostics::{self, HumanStyle, Summary};
+use crate::lower::Artifacts;
+use crate::source::{self, SourceSet};
+
+/// Exit status: success (no errors; or, for `diff`, no change).
+pub const EXIT_OK: u8 = 0;
+/// Exit status: the policy has errors (or warnings with `--deny-warnings`).
+pub const EXIT_PROBLEMS: u8 = 1;
+/// Exit status: the command itself could not run (bad flags, unreadable path, failed write).
+pub const EXIT_FAILURE: u8 = 2;
+
+/// kai-policy: check, build and preview GPU queue policies for KAI Scheduler.
+#[derive(Debug, Parser)]
+#[command(name = "kai-policy", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Parse and validate the policy, reporting every problem.
+    Check(CheckArgs),
+    /// Check, then write queues.yaml, priorityclasses.yaml and scheduler-config.json.
+    Build(BuildArgs),
+    /// Print the JSON Schemas of the compiled config and the scenario file.
+    Schema(SchemaArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct PolicyArgs {
+    /// The policy folder (or one .kdl file).
+    #[arg(default_value = "policies")]
+    dir: PathBuf,
+    /// How to report diagnostics.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Treat warnings as errors (exit 1).
+    #[arg(long)]
+    deny_warnings: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct BuildArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Output folder, or `-` to print the Kubernetes objects as one YAML stream.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct SchemaArgs {
+    /// Write one file per schema into this folder instead of printing them.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Diagnostic output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// miette reports with source snippets.
+    Human,
+    /// One JSON document.
+    Json,
+    /// GitHub Actions workflow commands.
+    Github,
+    /// SARIF 2.1.0.
+    Sarif,
+}
+
+/// Why a command could not run (exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The policy folder could not be read.
+    #[error(transparent)]
+    Load(#[from] source::LoadError),
+    /// Output could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Rendering failed.
+    #[error(transparent)]
+    Render(#[from] crate::lower::RenderError),
+}
+
+/// Parses the command line, runs the command, and returns the process exit status.
+pub fn run() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                EXIT_FAILURE
+            } else {
+                EXIT_OK
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Check(args) => check_command(&args.policy),
+        Command::Build(args) => build_command(&args),
+        Command::Schema(args) => schema_command(&args),
+    };
+    match result {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// Loads and checks a policy folder.
+fn load_and_check(dir: &Path) -> Result<(SourceSet, Checked), CliError> {
+    let (sources, early) = source::load_dir(dir)?;
+    let checked = check::check(&sources, early);
+    Ok((sources, checked))
+}
+
+fn human_style() -> HumanStyle {
+    let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::io::stdout().is_terminal();
+    if colour {
+        HumanStyle::Colour
+    } else {
+        HumanStyle::Plain
+    }
+}
+
+/// Renders diagnostics in the chosen format.
+fn render(format: Format, checked: &Checked, sources: &SourceSet) -> String {
+    let d = &checked.diagnostics;
+    match format {
+        Format::Human => diagnostics::render_human(d, sources, human_style()),
+        Format::Json => diagnostics::render_json(d, sources),
+        Format::Github => diagnostics::render_github(d, sources),
+        Format::Sarif => diagnostics::render_sarif(d, sources),
+    }
+}
+
+/// Exit status for a checked policy: 1 on errors, or on warnings when they are denied.
+fn status_of(checked: &Checked, deny_warnings: bool) -> u8 {
+    let summary = Summary::of(&checked.diagnostics);
+    if summary.errors > 0 || (deny_warnings && summary.warnings > 0) {
+        EXIT_PROBLEMS
+    } else {
+        EXIT_OK
+    }
+}
+
+fn check_command(args: &PolicyArgs) -> Result<u8, CliError> {
+    let (sources, checked) = load_and_check(&args.dir)?;
+    print_stdout(&render(args.format, &checked, &sources));
+    Ok(status_of(&checked, args.deny_warnings))
+}
+
+fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
+    let (sources, checked) = load_and_check(&args.policy.dir)?;
+    let status = status_of(&checked, args.policy.deny_warnings);
+    // Diagnostics go to stderr so that `--out -` keeps stdout a clean YAML stream; a clean
+    // human run prints nothing but the summary of what was written.
+    if !checked.diagnostics.is_empty() || args.policy.format != Format::Human {
+        eprint!("{}", render(args.policy.format, &checked, &sources));
+    }
+    let (Some(policy), EXIT_OK) = (&checked.policy, status) else {
+        return Ok(EXIT_PROBLEMS);
+    };
+    let artifacts = Artifacts::new(policy, crate::git::source_info(&args.policy.dir));
+    if args.out.as_os_str() == "-" {
+        print_stdout(&artifacts.objects_yaml()?);
+        return Ok(EXIT_OK);
+    }
+    output::write_artifacts(&args.out, &artifacts)?;
+    if args.policy.format == Format::Human {
+        eprintln!(
+            "wrote {} queues, {} priority classes and scheduler-config.json ({}) to {}",
+            artifacts.queues.len(),
+            artifacts.priority_classes.len(),
+            artifacts.config.digest,
+            args.out.display()
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+fn schema_command(args: &SchemaArgs) -> Result<u8, CliError> {
+    let schemas = crate::schemas();
+    match &args.out {
+        Some(dir) => {
+            for (name, text) in &schemas {
+                output::write_atomically(&dir.join(name), text.as_bytes())?;
+            }
+        }
+        None => {
+            let all: serde_json::Map<String, serde_json::Value> = schemas
+                .iter()
+                .map(|(name, text)| {
+                    (
+                        name.to_string(),
+                        serde_json::from_str(text).unwrap_or_default(),
+                    )
+                })
+                .collect();
+            print_stdout(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&all).unwrap_or_default()
+            ));
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// Writes to stdout, ignoring a closed pipe (`kai-policy check | head` must not panic).
+fn print_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
