@@ -176,32 +176,31 @@ pub fn format_quantity(value: i64, kind: ResourceKind) -> String {
         ResourceKind::Cpu if value % 1000 == 0 => (value / 1000).to_string(),
         ResourceKind::Cpu => format!("{value}m"),
         ResourceKind::Memory => {
-            for (suffix, shift) in [
-                ("Ei", 60),
-                ("Pi", 50),
-                ("Ti", 40),
-                ("Gi", 30),
-                ("Mi", 20),
-                ("Ki", 10),
-            ] {
-                if value != 0 && value % (1i64 << shift) == 0 {
-                    return format!("{}{suffix}", value >> shift);
-                }
-            }
-            for (suffix, pow) in [
-                ("E", 18),
-                ("P", 15),
-                ("T", 12),
-                ("G", 9),
-                ("M", 6),
-                ("k", 3),
-            ] {
-                let unit = 10i64.pow(pow);
-                if value != 0 && value % unit == 0 {
-                    return format!("{}{suffix}", value / unit);
-                }
-            }
-            value.to_string()
+            // The shortest exact spelling: "512M" rather than "500000Ki", "960Gi" rather than bytes.
+            let binary = [
+                ("Ei", 1i64 << 60),
+                ("Pi", 1 << 50),
+                ("Ti", 1 << 40),
+                ("Gi", 1 << 30),
+                ("Mi", 1 << 20),
+                ("Ki", 1 << 10),
+            ];
+            let decimal = [
+                ("E", 10i64.pow(18)),
+                ("P", 10i64.pow(15)),
+                ("T", 10i64.pow(12)),
+                ("G", 10i64.pow(9)),
+                ("M", 10i64.pow(6)),
+                ("k", 1000),
+            ];
+            binary
+                .iter()
+                .chain(decimal.iter())
+                .filter(|(_, unit)| value != 0 && value % unit == 0)
+                .map(|(suffix, unit)| format!("{}{suffix}", value / unit))
+                .chain(std::iter::once(value.to_string()))
+                .min_by_key(|text| text.len())
+                .unwrap_or_else(|| value.to_string())
         }
     }
 }
