@@ -1,0 +1,286 @@
+//! `kai-policy check` and `build` as CI and platform teams run them.
+
+use kai_policy_e2e::*;
+use serde_json::Value;
+
+const BROKEN: &str = r#"
+cluster "c" { capacity gpu=10 }
+queue "research" {
+    gpu quota=8 limit=4
+    queue "llm" { gpu quota=2; namespaces "llm"; }
+}
+queue "idle" { gpu quota=1 }
+"#;
+
+fn temp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn the_bundled_example_checks_clean() {
+    let run = kai_policy(&repo_root(), &["check", "policies"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.stdout.trim(), "no problems found");
+}
+
+#[test]
+fn check_reports_every_problem_with_file_line_and_column() {
+    let dir = temp();
+    write_files(dir.path(), &[("policies/a.kdl", BROKEN)]);
+    let run = kai_policy(dir.path(), &["check"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(run.stdout.contains("policies/a.kdl:4:17"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("KP0012"),
+        "limit below quota: {}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("KP0018"),
+        "unreachable queue warning: {}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("1 error, 1 warning"), "{}", run.stdout);
+    assert!(
+        !run.stdout.contains('\u{1b}'),
+        "NO_COLOR means no escape codes"
+    );
+}
+
+#[test]
+fn json_output_has_the_documented_shape() {
+    let dir = temp();
+    write_files(dir.path(), &[("policies/a.kdl", BROKEN)]);
+    let run = kai_policy(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(run.status, 1);
+    let doc: Value = serde_json::from_str(&run.stdout).expect("stdout is one JSON document");
+    assert_eq!(
+        doc["summary"],
+        serde_json::json!({"errors": 1, "warnings": 1})
+    );
+    let first = &doc["diagnostics"][0];
+    for key in [
+        "code", "severity", "message", "help", "file", "line", "column", "span",
+    ] {
+        assert!(first.get(key).is_some(), "missing {key}: {first}");
+    }
+    assert_eq!(first["file"], "policies/a.kdl");
+    assert!(first["span"]["offset"].is_u64() && first["span"]["length"].is_u64());
+}
+
+#[test]
+fn github_and_sarif_formats_are_what_ci_tools_read() {
+    let dir = temp();
+    write_files(dir.path(), &[("policies/a.kdl", BROKEN)]);
+    let github = kai_policy(dir.path(), &["check", "--format", "github"]);
+    assert_eq!(github.status, 1);
+    let lines: Vec<&str> = github.stdout.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(
+        lines[0].starts_with("::error file=policies/a.kdl,line=4,col=17,"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("title=KP0012::"));
+    assert!(lines[1].starts_with("::warning "));
+
+    let sarif = kai_policy(dir.path(), &["check", "--format", "sarif"]);
+    let log: Value = serde_json::from_str(&sarif.stdout).unwrap();
+    assert_eq!(log["version"], "2.1.0");
+    let results = log["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["ruleId"], "KP0012");
+    assert_eq!(
+        results[0]["locations"][0]["physicalLocation"]["region"]["startLine"],
+        4
+    );
+}
+
+#[test]
+fn warnings_pass_unless_denied() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[("policies/a.kdl", "queue \"idle\" { gpu quota=1 }\n")],
+    );
+    assert_eq!(kai_policy(dir.path(), &["check"]).status, 0);
+    assert_eq!(
+        kai_policy(dir.path(), &["check", "--deny-warnings"]).status,
+        1
+    );
+}
+
+#[test]
+fn a_command_that_cannot_run_exits_2_and_says_why() {
+    let dir = temp();
+    let missing = kai_policy(dir.path(), &["check", "no-such-folder"]);
+    assert_eq!(missing.status, 2);
+    assert!(
+        missing.stderr.contains("no-such-folder"),
+        "{}",
+        missing.stderr
+    );
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    let empty = kai_policy(dir.path(), &["check", "empty"]);
+    assert_eq!(empty.status, 2);
+    assert!(
+        empty.stderr.contains("no *.kdl policy files"),
+        "{}",
+        empty.stderr
+    );
+    assert_eq!(
+        kai_policy(dir.path(), &["check", "--format", "xml"]).status,
+        2
+    );
+    assert_eq!(kai_policy(dir.path(), &["frobnicate"]).status, 2);
+}
+
+#[test]
+fn build_writes_three_files_identically_every_time() {
+    let dir = temp();
+    copy_example(dir.path());
+    let first = kai_policy(dir.path(), &["build", "policies", "--out", "dist"]);
+    assert_eq!(first.status, 0, "{first:?}");
+    assert!(
+        first.stderr.contains("wrote 8 queues, 3 priority classes"),
+        "{}",
+        first.stderr
+    );
+    let read = |name: &str| std::fs::read(dir.path().join("dist").join(name)).unwrap();
+    let outputs: Vec<Vec<u8>> = [
+        "queues.yaml",
+        "priorityclasses.yaml",
+        "scheduler-config.json",
+    ]
+    .iter()
+    .map(|n| read(n))
+    .collect();
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "policies", "--out", "dist"]).status,
+        0
+    );
+    let again: Vec<Vec<u8>> = [
+        "queues.yaml",
+        "priorityclasses.yaml",
+        "scheduler-config.json",
+    ]
+    .iter()
+    .map(|n| read(n))
+    .collect();
+    assert_eq!(outputs, again);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("dist"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn build_to_stdout_is_one_clean_yaml_stream_for_kubectl() {
+    let run = kai_policy(&repo_root(), &["build", "policies", "--out", "-"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&run.stdout).expect("stdout parses as YAML");
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "PriorityClass").count(), 3);
+    assert_eq!(kinds.iter().filter(|k| **k == "Queue").count(), 8);
+    assert_eq!(
+        kinds[0], "PriorityClass",
+        "classes first, so queues' workloads can use them at once"
+    );
+}
+
+#[test]
+fn a_policy_with_errors_builds_nothing_and_keeps_the_last_good_output() {
+    let dir = temp();
+    copy_example(dir.path());
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "--out", "dist"]).status,
+        0
+    );
+    let before = std::fs::read(dir.path().join("dist/queues.yaml")).unwrap();
+    write_files(
+        dir.path(),
+        &[(
+            "policies/teams/broken.kdl",
+            "queue \"x\" parent=\"nowhere\" { namespaces \"x\" }\n",
+        )],
+    );
+    let run = kai_policy(dir.path(), &["build", "--out", "dist"]);
+    assert_eq!(run.status, 1);
+    assert!(run.stderr.contains("KP0008"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read(dir.path().join("dist/queues.yaml")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn a_failed_write_exits_2_and_leaves_no_partial_file() {
+    let dir = temp();
+    copy_example(dir.path());
+    std::fs::write(dir.path().join("dist"), "a file, not a folder").unwrap();
+    let run = kai_policy(dir.path(), &["build", "--out", "dist/out"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.contains("cannot write"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("dist")).unwrap(),
+        "a file, not a folder"
+    );
+}
+
+#[test]
+fn the_compiled_config_names_the_git_commit_it_came_from() {
+    let dir = temp();
+    copy_example(dir.path());
+    let commit = git_commit_all(dir.path(), "policy");
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "--out", "dist"]).status,
+        0
+    );
+    let config: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("dist/scheduler-config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config["source"]["revision"], commit.as_str());
+    assert_eq!(config["source"]["dirty"], false);
+    let digest = config["digest"].clone();
+    assert!(digest.as_str().unwrap().starts_with("sha256:"));
+
+    write_files(
+        dir.path(),
+        &[(
+            "policies/teams/llm.kdl",
+            &std::fs::read_to_string(dir.path().join("policies/teams/llm.kdl"))
+                .unwrap()
+                .replace("quota=30", "quota=29"),
+        )],
+    );
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "--out", "dist"]).status,
+        0
+    );
+    let edited: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("dist/scheduler-config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        edited["source"]["dirty"], true,
+        "uncommitted policy edits are flagged"
+    );
+    assert_ne!(edited["digest"], digest);
+}
+
+#[test]
+fn schema_prints_what_schemas_holds() {
+    let run = kai_policy(&repo_root(), &["schema"]);
+    assert_eq!(run.status, 0);
+    let all: Value = serde_json::from_str(&run.stdout).unwrap();
+    for name in ["compiled-policy.schema.json", "scenario.schema.json"] {
+        let committed: Value = serde_json::from_str(
+            &std::fs::read_to_string(repo_root().join("schemas").join(name)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(all[name], committed, "{name}");
+    }
+}

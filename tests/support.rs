@@ -1,0 +1,102 @@
+//! Helpers for end-to-end tests: run the real binaries in temporary folders and Git repositories.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Path of a workspace binary, next to the running test executable's `deps/` folder.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is not built: run the workspace tests (`cargo test --workspace`), which build every binary first",
+        path.display()
+    );
+    path
+}
+
+/// One run of a binary: its exit status and output as text.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit status code.
+    pub status: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Run {
+            status: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// Runs `kai-policy` with `args` in `cwd`, colour off as in CI.
+pub fn kai_policy(cwd: &Path, args: &[&str]) -> Run {
+    Command::new(binary("kai-policy"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("kai-policy runs")
+        .into()
+}
+
+/// Writes `files` (relative path, text) under `dir`.
+pub fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// Copies the bundled example policy into `dir/policies`.
+pub fn copy_example(dir: &Path) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    copy(&repo_root().join("policies"), &dir.join("policies"));
+}
+
+/// Initialises a Git repository in `dir` and commits everything in it; returns the commit id.
+pub fn git_commit_all(dir: &Path, message: &str) -> String {
+    let repo = git2::Repository::open(dir)
+        .or_else(|_| git2::Repository::init(dir))
+        .unwrap();
+    let mut index = repo.index().unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("Test", "test@example.invalid").unwrap();
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit> = parent.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+        .unwrap()
+        .to_string()
+}
