@@ -8,6 +8,7 @@
 pub mod check;
 pub mod cli;
 pub mod diagnostics;
+pub mod fairshare;
 pub mod git;
 pub mod lower;
 pub mod model;
