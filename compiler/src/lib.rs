@@ -8,6 +8,8 @@
 pub mod check;
 pub mod cli;
 pub mod diagnostics;
+pub mod diff;
+pub mod explain;
 pub mod fairshare;
 pub mod git;
 pub mod lower;

@@ -211,7 +211,7 @@ fn collect_kdl(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 }
 
 /// The path as the user typed it (relative paths stay relative), with `/` separators and no `./`.
-fn display_path(path: &Path) -> String {
+pub(crate) fn display_path(path: &Path) -> String {
     let text = path.to_string_lossy().replace('\\', "/");
     let mut text = text.as_str();
     while let Some(rest) = text.strip_prefix("./") {

@@ -8,6 +8,7 @@ mod read;
 mod resolve;
 
 pub use read::MAX_QUEUE_DEPTH;
+pub(crate) use read::did_you_mean;
 pub use resolve::MAX_QUEUES;
 
 use kdl::KdlDocument;

@@ -1,6 +1,8 @@
 //! The `kai-policy` command line: clap parses plain arguments, each command runs against the
 //! library, and [`run`] maps every outcome to the exit statuses of `cli.md` in one place.
 
+mod diff;
+mod explain;
 mod output;
 
 use std::io::{IsTerminal, Write};
@@ -36,6 +38,10 @@ enum Command {
     Build(BuildArgs),
     /// Print the JSON Schemas of the compiled config and the scenario file.
     Schema(SchemaArgs),
+    /// Compute every queue's fair share for a scenario and explain each number.
+    Explain(explain::ExplainArgs),
+    /// Compare the policy at two Git revisions: queues, fair shares and rendered objects.
+    Diff(diff::DiffArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -86,12 +92,31 @@ pub enum Format {
     Sarif,
 }
 
+/// Formats of reports (`explain`, `diff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Tables and sentences for a terminal.
+    Human,
+    /// Markdown for a pull-request comment.
+    Markdown,
+    /// One JSON document.
+    Json,
+}
+
 /// Why a command could not run (exit status 2).
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// The policy folder could not be read.
     #[error(transparent)]
     Load(#[from] source::LoadError),
+    /// An input file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Output could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -122,6 +147,8 @@ pub fn run() -> u8 {
         Command::Check(args) => check_command(&args.policy),
         Command::Build(args) => build_command(&args),
         Command::Schema(args) => schema_command(&args),
+        Command::Explain(args) => explain::run(&args),
+        Command::Diff(args) => diff::run(&args),
     };
     match result {
         Ok(status) => status,
