@@ -8,20 +8,30 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Path of a workspace binary, next to the running test executable's `deps/` folder.
+/// Path of a workspace binary, built first so a test never runs a stale one (cargo builds
+/// another package's binaries only for a whole-workspace run, not for `--test NAME`).
 pub fn binary(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>");
-    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is not built: run the workspace tests (`cargo test --workspace`), which build every binary first",
-        path.display()
-    );
-    path
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--quiet", "--bin", name])
+            .current_dir(repo_root());
+        if dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("cargo runs");
+        assert!(status.success(), "building {name} failed");
+        built.push(name.to_string());
+    }
+    dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// One run of a binary: its exit status and output as text.

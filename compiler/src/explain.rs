@@ -239,6 +239,8 @@ impl<'p> Report<'p> {
             DeservedBy::Quota => "quota",
             DeservedBy::Limit => "limit",
             DeservedBy::Request => "request",
+            DeservedBy::Divided if queue.parent.is_some() => "all of its parent's share",
+            DeservedBy::Divided => "the whole cluster",
         };
         let mut text = format!("{} deserved ({by})", n(s.deserved));
         let over = s.over_quota();

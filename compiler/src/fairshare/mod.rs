@@ -33,6 +33,8 @@ pub enum DeservedBy {
     Limit,
     /// Its request, below quota.
     Request,
+    /// All that its sibling set had to divide, which is less than its quota.
+    Divided,
 }
 
 /// What stopped a queue from getting more.
@@ -228,12 +230,14 @@ impl Context<'_> {
                 let requestable = self.requestable[q];
                 let quota = cap_at(t.quota, total);
                 let deserved = quota.min(requestable);
-                let deserved_by = if deserved == quota {
-                    DeservedBy::Quota
-                } else if requestable < self.request[q] {
+                let deserved_by = if deserved == requestable && requestable < self.request[q] {
                     DeservedBy::Limit
-                } else {
+                } else if deserved == requestable {
                     DeservedBy::Request
+                } else if t.quota.finite().is_some_and(|q| q <= total) {
+                    DeservedBy::Quota
+                } else {
+                    DeservedBy::Divided
                 };
                 Share {
                     divided: total,

@@ -1,0 +1,294 @@
+//! `kai-policy explain` and `kai-policy diff`: what a team gets, and what a pull request changes.
+
+use kai_policy_e2e::*;
+use serde_json::Value;
+
+fn temp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn explain(args: &[&str]) -> Run {
+    let mut all = vec![
+        "explain",
+        "policies",
+        "--scenario",
+        "examples/busy-week.yaml",
+    ];
+    all.extend_from_slice(args);
+    kai_policy(&repo_root(), &all)
+}
+
+#[test]
+fn explain_shows_the_tree_and_says_why_for_every_queue() {
+    let run = explain(&[]);
+    assert_eq!(run.status, 0, "{run:?}");
+    insta::assert_snapshot!("explain-busy-week-human", run.stdout);
+}
+
+#[test]
+fn explain_markdown_is_a_pull_request_comment() {
+    let run = explain(&["--format", "markdown"]);
+    assert_eq!(run.status, 0);
+    insta::assert_snapshot!("explain-busy-week-markdown", run.stdout);
+}
+
+#[test]
+fn explain_json_has_every_queue_in_the_documented_units() {
+    let run = explain(&["--format", "json"]);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let queues = doc["queues"].as_object().unwrap();
+    assert_eq!(queues.len(), 8, "parents included");
+    let analytics = &queues["analytics"];
+    assert_eq!(analytics["gpu"]["quota"], 24.5, "GPU in devices");
+    assert_eq!(analytics["gpu"]["limit"], 36);
+    assert_eq!(analytics["gpu"]["request"], 40);
+    assert_eq!(
+        queues["vision-team"]["cpu"]["request"], 64_000,
+        "CPU in millicores"
+    );
+    assert_eq!(
+        queues["research"]["memory"]["quota"],
+        2400u64 << 30,
+        "memory in bytes"
+    );
+    assert!(
+        queues["llm-team"]["gpu"]["limit"].is_null(),
+        "unlimited is null"
+    );
+    assert!(
+        queues["llm-team"]["cpu"]["quota"].is_null(),
+        "not governed is null"
+    );
+    let total: f64 = ["research", "data-science", "infrastructure"]
+        .iter()
+        .map(|q| queues[*q]["gpu"]["fair_share"].as_f64().unwrap())
+        .sum();
+    assert!(total <= 100.0);
+}
+
+#[test]
+fn a_scenario_that_does_not_fit_the_policy_is_refused_with_where_and_why() {
+    let dir = temp();
+    copy_example(dir.path());
+    write_files(
+        dir.path(),
+        &[(
+            "s.yaml",
+            "demand:\n  research: {gpu: 4}\n  llm-tem: {gpu: 2}\nusage:\n  vision-team: {gpu: 1.5}\n",
+        )],
+    );
+    let run = kai_policy(dir.path(), &["explain", "--scenario", "s.yaml"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("s.yaml:2: demand: \"research\" has child queues (llm-team, vision-team)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(
+            "s.yaml:3: demand: no queue is named \"llm-tem\" (did you mean \"llm-team\"?)"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("s.yaml:5: usage.vision-team.gpu: 1.5 is outside [0, 1]"),
+        "{}",
+        run.stderr
+    );
+    write_files(dir.path(), &[("bad.yaml", "demand: [1, 2\n")]);
+    let run = kai_policy(dir.path(), &["explain", "--scenario", "bad.yaml"]);
+    assert_eq!(run.status, 2);
+    assert!(
+        run.stderr.contains("bad.yaml: not a valid scenario"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// The example policy in a fresh Git repository, with one commit.
+fn repo_with_example() -> tempfile::TempDir {
+    let dir = temp();
+    copy_example(dir.path());
+    git_commit_all(dir.path(), "base");
+    dir
+}
+
+fn edit(dir: &std::path::Path, file: &str, from: &str, to: &str) {
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} has no {from}");
+    std::fs::write(path, text.replace(from, to)).unwrap();
+}
+
+#[test]
+fn diff_against_the_working_tree_previews_a_quota_move() {
+    let dir = repo_with_example();
+    edit(
+        dir.path(),
+        "policies/teams/llm.kdl",
+        "quota=30 weight=2",
+        "quota=26 weight=2",
+    );
+    edit(
+        dir.path(),
+        "policies/teams/vision.kdl",
+        "quota=20 limit=40",
+        "quota=24 limit=40",
+    );
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD"]);
+    assert_eq!(run.status, 1, "changes exit 1: {run:?}");
+    assert!(run.stdout.starts_with("2 queues changed, 0 added, 0 removed; 4 GPUs of guarantee move from llm-team to vision-team\n"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("-      quota: 30\n+      quota: 26"),
+        "{}",
+        run.stdout
+    );
+    let markdown = kai_policy(
+        dir.path(),
+        &["diff", "--base", "HEAD", "--format", "markdown"],
+    );
+    let markdown = markdown
+        .stdout
+        .replace(&head_label(dir.path()), "HEAD (<commit>)");
+    insta::assert_snapshot!("diff-quota-move-markdown", markdown);
+}
+
+fn head_label(dir: &std::path::Path) -> String {
+    let repo = git2::Repository::open(dir).unwrap();
+    let id = repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    format!("HEAD ({})", &id[..12])
+}
+
+#[test]
+fn diff_between_two_commits_reads_history_without_checking_out() {
+    let dir = repo_with_example();
+    let base = git2::Repository::open(dir.path())
+        .unwrap()
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    write_files(
+        dir.path(),
+        &[(
+            "policies/teams/audio.kdl",
+            "queue \"audio\" parent=\"research\" {\n    gpu quota=0 weight=1\n    namespaces \"research-audio\"\n}\n",
+        )],
+    );
+    std::fs::remove_file(dir.path().join("policies/teams/platform.kdl")).unwrap();
+    edit(
+        dir.path(),
+        "policies/departments.kdl",
+        "queue \"infrastructure\" display-name=\"Infrastructure\" priority=200 {\n    gpu quota=15 limit=20 weight=1\n}\n",
+        "",
+    );
+    edit(
+        dir.path(),
+        "policies/departments.kdl",
+        "gpu quota=35 limit=60 weight=1",
+        "gpu quota=50 limit=60 weight=1",
+    );
+    edit(
+        dir.path(),
+        "policies/teams/analytics.kdl",
+        "gpu quota=24.5 limit=36",
+        "gpu quota=39.5 limit=50",
+    );
+    let head = git_commit_all(dir.path(), "reorganise");
+    // The working tree moves on; the comparison of the two commits must not see it.
+    edit(dir.path(), "policies/teams/llm.kdl", "quota=30", "quota=1");
+    let run = kai_policy(
+        dir.path(),
+        &["diff", "--base", &base, "--head", &head, "--format", "json"],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["added"], serde_json::json!(["audio"]));
+    assert_eq!(
+        doc["removed"],
+        serde_json::json!(["infrastructure", "platform"])
+    );
+    assert!(doc["summary"].as_str().unwrap().starts_with("2 queues changed, 1 added, 2 removed; GPU guarantees: data-science +15, analytics +15, infrastructure -15, platform -15"), "{}", doc["summary"]);
+    assert!(!run.stdout.contains("\"quota: 1\""));
+}
+
+#[test]
+fn no_change_exits_0() {
+    let dir = repo_with_example();
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.stdout, "0 queues changed, 0 added, 0 removed\n");
+}
+
+#[test]
+fn a_revision_that_does_not_compile_is_reported_never_previewed() {
+    let dir = repo_with_example();
+    edit(
+        dir.path(),
+        "policies/teams/llm.kdl",
+        "gpu quota=30",
+        "gpu quota=thirty",
+    );
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the policy at working tree does not compile"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("policies/teams/llm.kdl:3:"),
+        "file and line at that revision: {}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty());
+
+    let broken = git_commit_all(dir.path(), "broken");
+    edit(
+        dir.path(),
+        "policies/teams/llm.kdl",
+        "gpu quota=thirty",
+        "gpu quota=30",
+    );
+    let run = kai_policy(dir.path(), &["diff", "--base", &broken]);
+    assert_eq!(run.status, 2);
+    assert!(
+        run.stderr
+            .contains(&format!("{broken} ({})", &broken[..12])),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn diff_outside_git_or_with_an_unknown_revision_exits_2() {
+    let dir = temp();
+    copy_example(dir.path());
+    let run = kai_policy(dir.path(), &["diff", "--base", "main"]);
+    assert_eq!(run.status, 2);
+    assert!(
+        run.stderr.contains("not inside a Git repository"),
+        "{}",
+        run.stderr
+    );
+    git_commit_all(dir.path(), "base");
+    let run = kai_policy(dir.path(), &["diff", "--base", "no-such-branch"]);
+    assert_eq!(run.status, 2);
+    assert!(
+        run.stderr.contains("unknown revision `no-such-branch`"),
+        "{}",
+        run.stderr
+    );
+}
