@@ -1,7 +1,10 @@
 //! Declarations as read from the files, with the spans the whole-policy rules point at.
 
 use crate::diagnostics::Label;
-use crate::model::{Bound, DefaultPlacement, Fairness, MinRuntime, Oversubscription, PerResource, ResourcePolicy, Strategy};
+use crate::model::{
+    Bound, DefaultPlacement, Fairness, MinRuntime, Oversubscription, PerResource, ResourcePolicy,
+    Strategy,
+};
 use crate::quantity::{Duration, ResourceKind};
 
 /// `fairness` with no properties: KAI's defaults (k = 1, a one-week window, a one-day half-life).
@@ -74,6 +77,9 @@ pub(super) struct QueueDecl {
     pub default_priority_class: Option<Named>,
     pub placement: Option<Named>,
     pub min_runtime: MinRuntime,
+    /// Reading it found an error (or cut off queues nested in it): the rules that judge a
+    /// queue by what it lacks (no namespaces, no children) stay quiet about it.
+    pub incomplete: bool,
 }
 
 impl QueueDecl {

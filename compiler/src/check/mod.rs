@@ -6,6 +6,7 @@
 mod decl;
 mod read;
 mod resolve;
+mod syntax;
 
 pub use read::MAX_QUEUE_DEPTH;
 pub(crate) use read::did_you_mean;
@@ -33,7 +34,9 @@ pub struct Checked {
 impl Checked {
     /// Whether any diagnostic is an error.
     pub fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
     }
 }
 
@@ -43,15 +46,37 @@ pub fn check(sources: &SourceSet, earlier: Vec<Diagnostic>) -> Checked {
     let mut decls = decl::Decls::default();
     let mut unread = Vec::new();
     for (id, file) in sources.iter() {
+        // A file the loader could not decode holds only the text before the first bad byte:
+        // parsing that would report the cut as syntax errors.
+        let undecodable = diags
+            .iter()
+            .any(|d| d.code == Code::Syntax && d.primary.file == id);
+        if undecodable {
+            unread.push(file.text.as_str());
+            continue;
+        }
         match parse(id, &file.text, &mut diags) {
-            Some(doc) => read::Reader { file: id, out: &mut decls, diags: &mut diags }.document(&doc),
+            Some(doc) => read::Reader::new(id, &mut decls, &mut diags).document(&doc),
             None => unread.push(file.text.as_str()),
         }
     }
-    let policy = resolve::Resolver { decls: &decls, sources, unread: &unread, diags: &mut diags }.run();
-    let policy = if diags.iter().any(|d| d.is_error()) { None } else { policy };
+    let policy = resolve::Resolver {
+        decls: &decls,
+        sources,
+        unread: &unread,
+        diags: &mut diags,
+    }
+    .run();
+    let policy = if diags.iter().any(|d| d.is_error()) {
+        None
+    } else {
+        policy
+    };
     diagnostics::sort(&mut diags);
-    Checked { policy, diagnostics: diags }
+    Checked {
+        policy,
+        diagnostics: diags,
+    }
 }
 
 /// Parses one file, turning the parser's errors into diagnostics.
@@ -63,21 +88,16 @@ fn parse(file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Option<KdlDoc
                 format!("blocks are nested more than {MAX_BRACE_DEPTH} levels deep"),
                 Label::new(file, offset, 1).with_text("too deep"),
             )
-            .with_help("policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`"),
+            .with_help(
+                "policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`",
+            ),
         );
         return None;
     }
     match text.parse::<KdlDocument>() {
         Ok(doc) => Some(doc),
         Err(err) => {
-            for d in err.diagnostics {
-                let message = d.message.unwrap_or_else(|| "invalid KDL".to_string());
-                let at = Label::new(file, d.span.offset(), d.span.len()).with_text(d.label.unwrap_or_else(|| "here".to_string()));
-                let help = d.help.unwrap_or_else(|| {
-                    "policy files are KDL v2: strings in quotes, properties as key=value, #true/#false/#inf for keywords".to_string()
-                });
-                diags.push(Diagnostic::error(Code::Syntax, format!("KDL syntax error: {message}"), at).with_help(help));
-            }
+            syntax::report(file, text, err, diags);
             None
         }
     }

@@ -6,7 +6,7 @@ use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use super::decl::*;
 use crate::diagnostics::{Code, Diagnostic, Label};
 use crate::model::{Bound, DefaultPlacement, MinRuntime, Oversubscription, PerResource, Strategy};
-use crate::quantity::{self, Duration, ResourceKind};
+use crate::quantity::{self, Duration, QuantityError, ResourceKind};
 use crate::source::FileId;
 
 /// Deepest queue nesting the checker accepts (KAI trees are rarely deeper than 4).
@@ -14,27 +14,54 @@ pub const MAX_QUEUE_DEPTH: usize = 16;
 
 /// Reads one parsed file into `out`, appending diagnostics.
 pub(super) struct Reader<'a> {
-    pub file: FileId,
-    pub out: &'a mut Decls,
-    pub diags: &'a mut Vec<Diagnostic>,
+    file: FileId,
+    out: &'a mut Decls,
+    diags: &'a mut Vec<Diagnostic>,
+    /// How to name the positional arguments of the node whose entries were read last, for
+    /// messages about them ("the name of `queue`").
+    positional: String,
+    /// The node whose entries were read last.
+    node: String,
 }
 
 fn label(file: FileId, span: miette::SourceSpan) -> Label {
     Label::new(file, span.offset(), span.len())
 }
 
-/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
-pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo: a small
+/// edit distance, or one word being the start of the other (`warning` → `warn`).
+pub(crate) fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
     candidates
         .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(word, c), c))
-        .filter(|&(d, c)| d <= (c.len().max(word.len()) / 3).max(1))
+        .filter_map(|c| {
+            let distance = strsim::damerau_levenshtein(word, c);
+            let prefix =
+                c.len().min(word.len()) >= 3 && (c.starts_with(word) || word.starts_with(c));
+            let close = distance <= (c.len().max(word.len()) / 3).max(1);
+            (close || prefix).then_some((distance, c))
+        })
         .min_by_key(|&(d, c)| (d, c))
         .map(|(_, c)| c)
 }
 
 fn list(words: &[&str]) -> String {
-    words.iter().map(|w| format!("`{w}`")).collect::<Vec<_>>().join(", ")
+    words
+        .iter()
+        .map(|w| format!("`{w}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "`a`, `b` or `c`".
+fn or_list(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => format!("`{one}`"),
+        [rest @ .., last] => format!("{} or `{last}`", list(rest)),
+    }
 }
 
 /// What a node's positional arguments must be.
@@ -53,7 +80,10 @@ struct Props<'n> {
 
 impl<'n> Props<'n> {
     fn get(&self, key: &str) -> Option<&'n KdlEntry> {
-        self.entries.iter().find(|(k, _)| *k == key).map(|(_, e)| *e)
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, e)| *e)
     }
 }
 
@@ -63,11 +93,47 @@ fn describe(value: &KdlValue) -> String {
         KdlValue::Integer(i) => format!("the number {i}"),
         KdlValue::Float(f) if f.is_nan() => "#nan".to_string(),
         KdlValue::Float(f) if f.is_infinite() => {
-            if *f > 0.0 { "#inf".into() } else { "#-inf".into() }
+            if *f > 0.0 {
+                "#inf".into()
+            } else {
+                "#-inf".into()
+            }
         }
         KdlValue::Float(f) => format!("the number {f}"),
         KdlValue::Bool(b) => format!("#{b}"),
         KdlValue::Null => "#null".to_string(),
+    }
+}
+
+/// The value as the author wrote it (`"960Gi"`, `1e3`, `#inf`).
+fn written(entry: &KdlEntry) -> String {
+    entry
+        .format()
+        .map(|f| f.value_repr.clone())
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| match entry.value() {
+            KdlValue::String(s) => format!("\"{s}\""),
+            KdlValue::Integer(i) => i.to_string(),
+            KdlValue::Float(f) if f.is_nan() => "#nan".to_string(),
+            KdlValue::Float(f) if f.is_infinite() => {
+                if *f > 0.0 { "#inf" } else { "#-inf" }.to_string()
+            }
+            KdlValue::Float(f) => f.to_string(),
+            KdlValue::Bool(b) => format!("#{b}"),
+            KdlValue::Null => "#null".to_string(),
+        })
+}
+
+impl<'a> Reader<'a> {
+    /// A reader for one file.
+    pub fn new(file: FileId, out: &'a mut Decls, diags: &'a mut Vec<Diagnostic>) -> Self {
+        Reader {
+            file,
+            out,
+            diags,
+            positional: "the value".to_string(),
+            node: String::new(),
+        }
     }
 }
 
@@ -76,13 +142,58 @@ impl Reader<'_> {
         label(self.file, span)
     }
 
-    fn error(&mut self, code: Code, message: impl Into<String>, at: Label, help: impl Into<String>) {
-        self.diags.push(Diagnostic::error(code, message, at).with_help(help));
+    fn error(
+        &mut self,
+        code: Code,
+        message: impl Into<String>,
+        at: Label,
+        help: impl Into<String>,
+    ) {
+        self.diags
+            .push(Diagnostic::error(code, message, at).with_help(help));
+    }
+
+    /// How many errors have been reported so far; compare later to see whether a part of the
+    /// file had problems.
+    fn mark(&self) -> usize {
+        self.diags.iter().filter(|d| d.is_error()).count()
+    }
+
+    fn failed_since(&self, mark: usize) -> bool {
+        self.mark() > mark
+    }
+
+    /// How messages name an entry: "`quota`" for a property, "the name of `queue`" for an
+    /// argument.
+    fn subject(&self, entry: &KdlEntry) -> String {
+        match entry.name() {
+            Some(key) => format!("`{}`", key.value()),
+            None => self.positional.clone(),
+        }
+    }
+
+    /// The entry written with another value: `quota=8` or `queue "x"`.
+    fn rewrite(&self, entry: &KdlEntry, value: &str) -> String {
+        match entry.name() {
+            Some(key) => format!("`{}={value}`", key.value()),
+            None => format!("`{} {value}`", self.node),
+        }
     }
 
     /// Checks a node's entries against what it takes and returns its arguments and properties.
-    fn entries<'n>(&mut self, node: &'n KdlNode, args: Args, props: &[&str]) -> (Vec<&'n KdlEntry>, Props<'n>) {
+    fn entries<'n>(
+        &mut self,
+        node: &'n KdlNode,
+        args: Args,
+        props: &[&str],
+    ) -> (Vec<&'n KdlEntry>, Props<'n>) {
         let name = node.name().value();
+        self.node = name.to_string();
+        self.positional = match args {
+            Args::Name => format!("the name of `{name}`"),
+            Args::One | Args::None => format!("the value of `{name}`"),
+            Args::Strings => format!("each value of `{name}`"),
+        };
         let mut positional = Vec::new();
         let mut found: Vec<(&'n str, &'n KdlEntry)> = Vec::new();
         for entry in node.entries() {
@@ -93,7 +204,9 @@ impl Reader<'_> {
                     if !props.contains(&key_str) {
                         let help = match did_you_mean(key_str, props.iter().copied()) {
                             Some(s) => format!("did you mean `{s}`?"),
-                            None if props.is_empty() => format!("`{name}` takes no properties; remove it"),
+                            None if props.is_empty() => {
+                                format!("`{name}` takes no properties; remove it")
+                            }
                             None => format!("`{name}` takes {}", list(props)),
                         };
                         self.error(
@@ -123,22 +236,36 @@ impl Reader<'_> {
         match args {
             Args::None => {
                 for extra in &positional {
-                    let help = if props.is_empty() {
-                        format!("`{name}` takes no arguments; remove it")
-                    } else {
-                        format!("`{name}` takes properties ({}), written key=value", list(props))
+                    let help = match props.first() {
+                        None => "remove it".to_string(),
+                        Some(first) if positional.len() == 1 => format!(
+                            "`{name}` takes only properties ({}); did you mean `{name} {first}={}`?",
+                            list(props),
+                            written(extra)
+                        ),
+                        Some(_) => format!(
+                            "`{name}` takes only properties ({}), written key=value",
+                            list(props)
+                        ),
                     };
                     self.error(
                         Code::UnexpectedArgument,
-                        format!("`{name}` does not take the argument {}", describe(extra.value())),
+                        format!(
+                            "`{name}` takes no arguments, but has {}",
+                            describe(extra.value())
+                        ),
                         self.at(extra.span()).with_text("unexpected argument"),
                         help,
                     );
                 }
             }
             Args::Name | Args::One => {
+                let what = if args == Args::Name {
+                    "a name"
+                } else {
+                    "a value"
+                };
                 if positional.is_empty() {
-                    let what = if args == Args::Name { "a name" } else { "a value" };
                     self.error(
                         Code::MissingValue,
                         format!("`{name}` needs {what}"),
@@ -147,11 +274,21 @@ impl Reader<'_> {
                     );
                 }
                 for extra in positional.iter().skip(1) {
+                    let help = if args == Args::Name {
+                        format!(
+                            "one `{name}` node declares one {name}: remove the extra argument, or write a separate `{name}` node for it"
+                        )
+                    } else {
+                        "remove it".to_string()
+                    };
                     self.error(
                         Code::UnexpectedArgument,
-                        format!("`{name}` takes one argument, but {} follows it", describe(extra.value())),
+                        format!(
+                            "`{name}` takes {what}, but has a second argument, {}",
+                            describe(extra.value())
+                        ),
                         self.at(extra.span()).with_text("extra argument"),
-                        "remove it, or write it as a property (key=value) if that was meant",
+                        help,
                     );
                 }
                 positional.truncate(1);
@@ -170,8 +307,28 @@ impl Reader<'_> {
         (positional, Props { entries: found })
     }
 
-    fn children<'n>(&mut self, node: &'n KdlNode, allowed: &[&str]) -> Vec<&'n KdlNode> {
-        let Some(doc) = node.children() else { return Vec::new() };
+    /// A node that holds one setting and no block: its entries, reporting any child nodes.
+    fn setting<'n>(
+        &mut self,
+        node: &'n KdlNode,
+        args: Args,
+        props: &[&str],
+    ) -> (Vec<&'n KdlEntry>, Props<'n>) {
+        self.children(node, &[], props);
+        self.entries(node, args, props)
+    }
+
+    /// The child nodes of `node` that it may have, reporting the others. `props` are the
+    /// parent's own properties, to explain a property written as a child node.
+    fn children<'n>(
+        &mut self,
+        node: &'n KdlNode,
+        allowed: &[&str],
+        props: &[&str],
+    ) -> Vec<&'n KdlNode> {
+        let Some(doc) = node.children() else {
+            return Vec::new();
+        };
         let parent = node.name().value();
         let mut out = Vec::new();
         for child in doc.nodes() {
@@ -180,10 +337,18 @@ impl Reader<'_> {
                 out.push(child);
                 continue;
             }
-            let help = match did_you_mean(name, allowed.iter().copied()) {
-                Some(s) => format!("did you mean `{s}`?"),
-                None if allowed.is_empty() => format!("`{parent}` has no children; remove the braces"),
-                None => format!("inside `{parent}` you can write {}", list(allowed)),
+            let help = if props.contains(&name) {
+                format!(
+                    "`{name}` is a property of `{parent}`: write it on the `{parent}` line, as `{name}=…`"
+                )
+            } else {
+                match did_you_mean(name, allowed.iter().copied()) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None if allowed.is_empty() => {
+                        format!("`{parent}` has no child nodes; remove the braces")
+                    }
+                    None => format!("inside `{parent}` you can write {}", list(allowed)),
+                }
             };
             self.error(
                 Code::UnknownNode,
@@ -195,8 +360,9 @@ impl Reader<'_> {
         out
     }
 
-    /// Reports the second and later children named `name` (settings that may appear once).
-    fn once<'n>(&mut self, nodes: &[&'n KdlNode], name: &str) -> Option<&'n KdlNode> {
+    /// Reports the second and later children named `name` (settings that may appear once);
+    /// `within` names the block, like "`cluster`" or "queue \"research\"".
+    fn once<'n>(&mut self, nodes: &[&'n KdlNode], name: &str, within: &str) -> Option<&'n KdlNode> {
         let mut matching = nodes.iter().filter(|n| n.name().value() == name);
         let first = matching.next().copied()?;
         for again in matching {
@@ -204,23 +370,44 @@ impl Reader<'_> {
             self.diags.push(
                 Diagnostic::error(
                     Code::Duplicate,
-                    format!("`{name}` is set twice"),
+                    format!("`{name}` is set twice in {within}"),
                     self.at(again.name().span()).with_text("set again here"),
                 )
                 .with_secondary(first_at)
-                .with_help(format!("keep one `{name}`")),
+                .with_help(format!(
+                    "keep one `{name}` node, and merge what the other one says into it"
+                )),
             );
         }
         Some(first)
     }
 
     fn wrong_type(&mut self, entry: &KdlEntry, expected: &str, example: &str) {
-        let what = entry.name().map_or("the value".to_string(), |k| format!("`{}`", k.value()));
+        let what = self.subject(entry);
+        let help = match (entry.value(), expected) {
+            (KdlValue::String(s), "#true or #false") if s == "true" || s == "false" => {
+                format!(
+                    "KDL v2 writes booleans with #: {}",
+                    self.rewrite(entry, &format!("#{s}"))
+                )
+            }
+            (KdlValue::String(s), "a number" | "a whole number" | "a quantity")
+                if s.trim().parse::<f64>().is_ok() =>
+            {
+                format!("remove the quotes: {}", self.rewrite(entry, s.trim()))
+            }
+            (KdlValue::Integer(_) | KdlValue::Float(_), "a string") => format!(
+                "put it in quotes: {}",
+                self.rewrite(entry, &format!("\"{}\"", written(entry)))
+            ),
+            _ => format!("write it like {example}"),
+        };
         self.error(
             Code::WrongType,
             format!("{what} must be {expected}, not {}", describe(entry.value())),
-            self.at(entry.span()).with_text(format!("expected {expected}")),
-            format!("write it like {example}"),
+            self.at(entry.span())
+                .with_text(format!("expected {expected}")),
+            help,
         );
     }
 
@@ -236,18 +423,32 @@ impl Reader<'_> {
 
     fn labelled_string(&mut self, entry: &KdlEntry, example: &str) -> Option<Named> {
         let value = self.string(entry, example)?;
-        Some(Named { value, at: self.at(entry.span()) })
+        Some(Named {
+            value,
+            at: self.at(entry.span()),
+        })
     }
 
-    fn int(&mut self, entry: &KdlEntry, min: i64, max: i64, example: &str) -> Option<i64> {
+    /// A whole number from `min` to `max`; `why` explains the range to the author.
+    fn int(
+        &mut self,
+        entry: &KdlEntry,
+        (min, max): (i64, i64),
+        example: &str,
+        why: Option<&str>,
+    ) -> Option<i64> {
         match entry.value() {
             KdlValue::Integer(i) if (min as i128..=max as i128).contains(i) => Some(*i as i64),
             KdlValue::Integer(i) => {
+                let what = self.subject(entry);
                 self.error(
                     Code::InvalidValue,
-                    format!("{i} is out of range: it must be between {min} and {max}"),
+                    format!("{what} is {i}, out of range: it must be from {min} to {max}"),
                     self.at(entry.span()).with_text("out of range"),
-                    format!("use a whole number from {min} to {max}"),
+                    match why {
+                        Some(why) => format!("use a whole number from {min} to {max}: {why}"),
+                        None => format!("use a whole number from {min} to {max}"),
+                    },
                 );
                 None
             }
@@ -262,7 +463,8 @@ impl Reader<'_> {
         match entry.value() {
             KdlValue::Bool(b) => Some(*b),
             _ => {
-                self.wrong_type(entry, "#true or #false", "`preemptible=#false` (KDL v2 writes booleans with #)");
+                let example = self.rewrite(entry, "#false");
+                self.wrong_type(entry, "#true or #false", &example);
                 None
             }
         }
@@ -277,10 +479,14 @@ impl Reader<'_> {
                 return None;
             }
         };
-        if !value.is_finite() || value < 0.0 || value > 1e9 {
+        if !(0.0..=1e9).contains(&value) {
+            let what = self.subject(entry);
             self.error(
                 Code::InvalidQuantity,
-                format!("{} is not allowed here: it must be a finite number from 0 to 1e9", describe(entry.value())),
+                format!(
+                    "{what} must be a number from 0 to 1e9, not {}",
+                    written(entry)
+                ),
                 self.at(entry.span()).with_text("out of range"),
                 format!("write a plain non-negative number, like {example}"),
             );
@@ -290,24 +496,53 @@ impl Reader<'_> {
     }
 
     /// A quantity of `kind`: a KDL number (read from its literal text, never through a float), a
-    /// quantity string, or `#inf` where `unlimited_ok`.
-    fn quantity(&mut self, entry: &KdlEntry, kind: ResourceKind, unlimited_ok: bool) -> Option<Bound> {
+    /// quantity string, or `#inf` where `unlimited_ok`. `what` names it: "gpu quota".
+    fn quantity(
+        &mut self,
+        entry: &KdlEntry,
+        kind: ResourceKind,
+        what: &str,
+        unlimited_ok: bool,
+    ) -> Option<Bound> {
         let key = entry.name().map_or("value", |k| k.value());
+        let invalid = |this: &mut Self, message: String, help: String| {
+            this.error(
+                Code::InvalidQuantity,
+                message,
+                this.at(entry.span()).with_text("invalid quantity"),
+                help,
+            );
+            None
+        };
         let text = match entry.value() {
             KdlValue::Float(f) if f.is_infinite() && *f > 0.0 => {
                 if unlimited_ok {
                     return Some(Bound::Unlimited);
                 }
-                self.error(
-                    Code::InvalidQuantity,
-                    format!("`{key}` cannot be unlimited"),
-                    self.at(entry.span()).with_text("#inf is not allowed here"),
-                    "give a finite amount",
+                return invalid(
+                    self,
+                    format!("the {what} cannot be unlimited"),
+                    format!(
+                        "give the real amount, like {}, or leave `{key}` out",
+                        quantity_example(kind, key)
+                    ),
                 );
-                return None;
             }
-            KdlValue::Float(f) if f.is_nan() => "#nan".to_string(),
-            KdlValue::Float(f) if f.is_infinite() => "-inf".to_string(),
+            KdlValue::Float(f) if f.is_nan() => {
+                return invalid(
+                    self,
+                    format!("the {what} cannot be #nan"),
+                    format!("write an amount, like {}", quantity_example(kind, key)),
+                );
+            }
+            KdlValue::Float(f) if f.is_infinite() => {
+                let help = if unlimited_ok {
+                    format!("write `{key}=#inf` for no bound, or an amount of 0 or more")
+                } else {
+                    "write an amount of 0 or more".to_string()
+                };
+                return invalid(self, format!("the {what} cannot be #-inf"), help);
+            }
             KdlValue::Integer(i) => i.to_string(),
             KdlValue::Float(f) => entry
                 .format()
@@ -320,27 +555,45 @@ impl Reader<'_> {
                 return None;
             }
         };
-        match quantity::parse_quantity(&text, kind) {
-            Ok(v) => Some(Bound::Finite(v)),
-            Err(e) => {
-                let help = match e {
-                    quantity::QuantityError::Negative => "quantities count resources and cannot be below 0".to_string(),
-                    quantity::QuantityError::TooLarge(_) => format!(
-                        "the largest amount is {} in {}",
-                        quantity::format_quantity(quantity::MAX_AMOUNT, kind),
-                        kind.name()
-                    ),
-                    _ => format!("write it like {}", quantity_example(kind, key)),
-                };
-                self.error(
-                    Code::InvalidQuantity,
-                    format!("invalid {} {key}: {e}", kind.name()),
-                    self.at(entry.span()).with_text("invalid quantity"),
-                    help,
-                );
-                None
+        let e = match quantity::parse_quantity(&text, kind) {
+            Ok(v) => return Some(Bound::Finite(v)),
+            Err(e) => e,
+        };
+        let shown = written(entry);
+        let (message, help) = match e {
+            QuantityError::Negative => (
+                format!("the {what} cannot be negative: {shown}"),
+                "quantities count resources: use 0 or more".to_string(),
+            ),
+            QuantityError::Unparsable(_) => (
+                format!("the {what} {shown} is not a Kubernetes quantity"),
+                match suggest_quantity(&text, kind) {
+                    Some(s) => format!("did you mean `{key}=\"{s}\"`?"),
+                    None => format!("write it like {}", quantity_example(kind, key)),
+                },
+            ),
+            QuantityError::TooPrecise { resolution, .. } => (
+                format!("the {what} {shown} is finer than the smallest step, {resolution}"),
+                match kind {
+                    ResourceKind::Gpu => "GPUs are counted in thousandths: keep at most 3 decimal places".to_string(),
+                    ResourceKind::Cpu => "CPU is counted in millicores (\"1m\" is 0.001 CPU): round to a whole number of millicores".to_string(),
+                    ResourceKind::Memory => "memory is counted in bytes: round to a whole number of bytes".to_string(),
+                },
+            ),
+            QuantityError::TooLarge(_) => {
+                let max = quantity::MAX_AMOUNT / kind.scale() as i64 * kind.scale() as i64;
+                let largest = quantity::format_quantity(max, kind);
+                (
+                    format!("the {what} {shown} is too large"),
+                    if unlimited_ok {
+                        format!("the largest {} amount is {largest}; write `{key}=#inf` for no bound", kind.name())
+                    } else {
+                        format!("the largest {} amount is {largest}", kind.name())
+                    },
+                )
             }
-        }
+        };
+        invalid(self, message, help)
     }
 
     fn duration(&mut self, entry: &KdlEntry) -> Option<Duration> {
@@ -348,33 +601,44 @@ impl Reader<'_> {
         let text = self.string(entry, &format!("`{key}=\"30m\"`"))?;
         match quantity::parse_duration(&text) {
             Ok(d) => Some(d),
-            Err(e) => {
+            Err(_) => {
+                let rule = "a duration is a number and a unit with no space (s, m, h, d or w), combined like \"1h30m\"";
+                let help = match suggest_duration(&text) {
+                    Some(s) => format!("did you mean `{key}=\"{s}\"`? {rule}"),
+                    None => rule.to_string(),
+                };
                 self.error(
                     Code::InvalidValue,
-                    format!("invalid `{key}`: {e}"),
+                    format!("`{key}` is \"{text}\", which is not a duration"),
                     self.at(entry.span()).with_text("invalid duration"),
-                    "units are s, m, h, d and w; combine them like \"1h30m\"",
+                    help,
                 );
                 None
             }
         }
     }
 
-    fn choice<T: Copy>(&mut self, entry: &KdlEntry, options: &[(&str, T)]) -> Option<T> {
+    /// One of a fixed set of words; `what` names the set ("placement strategy").
+    fn choice<T: Copy>(
+        &mut self,
+        entry: &KdlEntry,
+        options: &[(&str, T)],
+        what: &str,
+    ) -> Option<T> {
         let words: Vec<&str> = options.iter().map(|(w, _)| *w).collect();
-        let text = self.string(entry, &format!("\"{}\"", words[0]))?;
+        let example = self.rewrite(entry, &format!("\"{}\"", words[0]));
+        let text = self.string(entry, &example)?;
         if let Some((_, v)) = options.iter().find(|(w, _)| *w == text) {
             return Some(*v);
         }
         let help = match did_you_mean(&text, words.iter().copied()) {
-            Some(s) => format!("did you mean `{s}`?"),
-            None => format!("use one of {}", list(&words)),
+            Some(s) => format!("did you mean {}?", self.rewrite(entry, &format!("\"{s}\""))),
+            None => format!("use {}", or_list(&words)),
         };
-        let what = entry.name().map_or("value".to_string(), |k| format!("`{}`", k.value()));
         self.error(
             Code::InvalidValue,
-            format!("\"{text}\" is not a valid {what}; expected one of {}", list(&words)),
-            self.at(entry.span()).with_text("unknown value"),
+            format!("\"{text}\" is not a {what}: expected {}", or_list(&words)),
+            self.at(entry.span()).with_text(format!("unknown {what}")),
             help,
         );
         None
@@ -383,20 +647,29 @@ impl Reader<'_> {
     /// A name that must be a DNS-1123 subdomain (a Kubernetes object name). An invalid name is
     /// reported and still returned, so the rest of the declaration is checked too.
     fn object_name(&mut self, entry: &KdlEntry, what: &str) -> Option<Named> {
-        let named = self.labelled_string(entry, &format!("`{what} \"my-name\"`"))?;
+        let node = self.node.clone();
+        let named = self.labelled_string(entry, &format!("`{node} \"my-name\"`"))?;
         if let Err(why) = check_dns_subdomain(&named.value) {
+            let rule = format!(
+                "{what} names become Kubernetes object names: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+            );
+            let help = match suggest_name(&named.value, 253) {
+                Some(s) => format!("{rule}, like \"{s}\""),
+                None => rule,
+            };
             self.error(
                 Code::InvalidName,
                 format!("\"{}\" cannot be a {what} name: {why}", named.value),
                 named.at.clone().with_text("invalid name"),
-                format!("{what} names become Kubernetes object names: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, like \"{}\"", suggest_name(&named.value)),
+                help,
             );
         }
         Some(named)
     }
 
     fn label_key(&mut self, entry: &KdlEntry) -> Option<String> {
-        let text = self.string(entry, "`\"topology.kubernetes.io/zone\"`")?;
+        let example = self.rewrite(entry, "\"topology.kubernetes.io/zone\"");
+        let text = self.string(entry, &example)?;
         if let Err(why) = check_label_key(&text) {
             self.error(
                 Code::InvalidValue,
@@ -418,16 +691,88 @@ fn quantity_example(kind: ResourceKind, key: &str) -> String {
     }
 }
 
+/// A quantity the author probably meant: `960GB` → `960G`, `16 cores` → `16`.
+fn suggest_quantity(text: &str, kind: ResourceKind) -> Option<String> {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let number_end = compact
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(compact.len());
+    let (number, unit) = compact.split_at(number_end);
+    let unit = match (kind, unit.to_ascii_lowercase().as_str()) {
+        (ResourceKind::Memory, "b" | "bytes") => String::new(),
+        (ResourceKind::Memory, u) if u.ends_with("ib") && u.len() == 3 => {
+            format!("{}i", u[..1].to_ascii_uppercase())
+        }
+        (ResourceKind::Memory, u) if u.ends_with('b') && u.len() == 2 => {
+            let prefix = &unit[..1];
+            if prefix == "k" || prefix == "K" {
+                "k".to_string()
+            } else {
+                prefix.to_ascii_uppercase()
+            }
+        }
+        (ResourceKind::Cpu, "cores" | "core" | "cpu" | "cpus") => String::new(),
+        (ResourceKind::Cpu, "millicores" | "millicore") => "m".to_string(),
+        (ResourceKind::Gpu, "gpu" | "gpus") => String::new(),
+        _ => return None,
+    };
+    let candidate = format!("{number}{unit}");
+    (candidate != text && quantity::parse_quantity(&candidate, kind).is_ok()).then_some(candidate)
+}
+
+/// A duration the author probably meant: `5 min` → `5m`, `7 days` → `7d`.
+fn suggest_duration(text: &str) -> Option<String> {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut out = String::new();
+    let mut rest = compact.as_str();
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        out.push_str(&rest[..digits]);
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match rest[..unit_len].to_ascii_lowercase().as_str() {
+            "s" | "sec" | "secs" | "second" | "seconds" => "s",
+            "m" | "min" | "mins" | "minute" | "minutes" => "m",
+            "h" | "hr" | "hrs" | "hour" | "hours" => "h",
+            "d" | "day" | "days" => "d",
+            "w" | "wk" | "wks" | "week" | "weeks" => "w",
+            _ => return None,
+        };
+        out.push_str(unit);
+        rest = &rest[unit_len..];
+    }
+    (out != text && quantity::parse_duration(&out).is_ok()).then_some(out)
+}
+
 /// Why `name` is not a DNS-1123 subdomain, if it is not.
 pub(crate) fn check_dns_subdomain(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("it is empty".into());
     }
     if name.len() > 253 {
-        return Err(format!("it is {} characters long; at most 253 are allowed", name.len()));
+        return Err(format!(
+            "it is {} characters long; at most 253 are allowed",
+            name.len()
+        ));
     }
-    if let Some(c) = name.chars().find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '.')) {
-        return Err(format!("it contains {c:?}"));
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '.'))
+    {
+        return Err(if c.is_uppercase() {
+            format!("it contains the upper-case letter '{c}'")
+        } else if c.is_whitespace() {
+            "it contains a space".to_string()
+        } else {
+            format!("it contains {c:?}")
+        });
     }
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if !alnum(name.chars().next()) || !alnum(name.chars().last()) {
@@ -443,7 +788,10 @@ pub(crate) fn check_dns_label(name: &str) -> Result<(), String> {
         return Err("it contains '.'".into());
     }
     if name.len() > 63 {
-        return Err(format!("it is {} characters long; at most 63 are allowed", name.len()));
+        return Err(format!(
+            "it is {} characters long; at most 63 are allowed",
+            name.len()
+        ));
     }
     Ok(())
 }
@@ -454,29 +802,41 @@ fn check_label_key(key: &str) -> Result<(), String> {
         None => (None, key),
     };
     if let Some(p) = prefix {
-        check_dns_subdomain(p).map_err(|e| format!("its prefix {e}"))?;
+        check_dns_subdomain(p).map_err(|e| format!("its prefix \"{p}\" is not a DNS name: {e}"))?;
     }
     let ok = |c: char| c.is_ascii_alphanumeric();
     if name.is_empty() || name.len() > 63 {
-        return Err("its name part must be 1 to 63 characters".into());
+        return Err(format!(
+            "its name part \"{name}\" must be 1 to 63 characters"
+        ));
     }
     if !name.chars().all(|c| ok(c) || matches!(c, '-' | '_' | '.'))
         || !name.starts_with(ok)
         || !name.ends_with(ok)
     {
-        return Err("its name part may hold letters, digits, '-', '_' and '.', and must start and end with a letter or digit".into());
+        return Err(format!(
+            "its name part \"{name}\" may hold only letters, digits, '-', '_' and '.', and must start and end with a letter or digit"
+        ));
     }
     Ok(())
 }
 
-fn suggest_name(name: &str) -> String {
+/// A valid name close to `name`, at most `max` characters long, if it differs from `name`.
+fn suggest_name(name: &str, max: usize) -> Option<String> {
     let lowered: String = name
         .to_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
-    let trimmed = lowered.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    if trimmed.is_empty() { "team-a".to_string() } else { trimmed.to_string() }
+    let cut: String = lowered.chars().take(max).collect();
+    let trimmed = cut.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    (!trimmed.is_empty() && trimmed != name).then(|| trimmed.to_string())
 }
 
 const TOP_LEVEL: &[&str] = &["cluster", "priority-class", "placement", "queue"];
@@ -499,7 +859,11 @@ const QUEUE_CHILDREN: &[&str] = &[
     "min-runtime",
     "queue",
 ];
-const STRATEGIES: &[(&str, Strategy)] = &[("binpack", Strategy::Binpack), ("spread", Strategy::Spread)];
+const QUEUE_PROPS: &[&str] = &["display-name", "priority", "parent"];
+const PRIORITY_CLASS_PROPS: &[&str] = &["value", "preemptible", "description"];
+const STRATEGIES: &[(&str, Strategy)] =
+    &[("binpack", Strategy::Binpack), ("spread", Strategy::Spread)];
+const STRATEGY: &str = "placement strategy";
 
 impl Reader<'_> {
     /// Reads every top-level node of one file.
@@ -511,9 +875,19 @@ impl Reader<'_> {
                 "placement" => self.placement(node),
                 "queue" => self.queue(node, None, 0),
                 other => {
-                    let help = match did_you_mean(other, TOP_LEVEL.iter().copied()) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("a policy file holds {}", list(TOP_LEVEL)),
+                    let help = if QUEUE_CHILDREN.contains(&other) {
+                        format!(
+                            "`{other}` goes inside a `queue` block: `queue \"team-a\" {{ {other} … }}`"
+                        )
+                    } else if CLUSTER_CHILDREN.contains(&other) {
+                        format!(
+                            "`{other}` goes inside the `cluster` block: `cluster \"gpu-prod\" {{ {other} … }}`"
+                        )
+                    } else {
+                        match did_you_mean(other, TOP_LEVEL.iter().copied()) {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => format!("a policy file holds {}", list(TOP_LEVEL)),
+                        }
                     };
                     self.error(
                         Code::UnknownNode,
@@ -529,7 +903,9 @@ impl Reader<'_> {
     fn cluster(&mut self, node: &KdlNode) {
         let (args, _) = self.entries(node, Args::Name, &[]);
         let mut decl = ClusterDecl {
-            name: args.first().and_then(|e| self.string(e, "`cluster \"gpu-prod\"`")),
+            name: args
+                .first()
+                .and_then(|e| self.string(e, "`cluster \"gpu-prod\"`")),
             at: self.at(node.name().span()),
             scheduler_name: None,
             queue_label: None,
@@ -540,37 +916,48 @@ impl Reader<'_> {
             min_runtime: MinRuntime::default(),
             oversubscription: Oversubscription::default(),
         };
-        let children = self.children(node, CLUSTER_CHILDREN);
-        if let Some(n) = self.once(&children, "scheduler-name") {
-            let (args, _) = self.entries(n, Args::One, &[]);
-            decl.scheduler_name = args.first().and_then(|e| self.object_name(e, "scheduler")).map(|n| n.value);
+        let within = "`cluster`";
+        let children = self.children(node, CLUSTER_CHILDREN, &[]);
+        if let Some(n) = self.once(&children, "scheduler-name", within) {
+            let (args, _) = self.setting(n, Args::One, &[]);
+            decl.scheduler_name = args
+                .first()
+                .and_then(|e| self.object_name(e, "scheduler"))
+                .map(|n| n.value);
         }
-        if let Some(n) = self.once(&children, "queue-label") {
-            let (args, _) = self.entries(n, Args::One, &[]);
+        if let Some(n) = self.once(&children, "queue-label", within) {
+            let (args, _) = self.setting(n, Args::One, &[]);
             decl.queue_label = args.first().and_then(|e| self.label_key(e));
         }
-        if let Some(n) = self.once(&children, "capacity") {
-            let (_, props) = self.entries(n, Args::None, &["gpu", "cpu", "memory"]);
+        if let Some(n) = self.once(&children, "capacity", within) {
+            let (_, props) = self.setting(n, Args::None, &["gpu", "cpu", "memory"]);
             for kind in ResourceKind::ALL {
                 if let Some(e) = props.get(kind.name()) {
-                    if let Some(Bound::Finite(v)) = self.quantity(e, kind, false) {
+                    let what = format!("{} capacity", kind.name());
+                    if let Some(Bound::Finite(v)) = self.quantity(e, kind, &what, false) {
                         *decl.capacity.get_mut(kind) = Some(v);
                         *decl.capacity_at.get_mut(kind) = Some(self.at(e.span()));
                     }
                 }
             }
         }
-        if let Some(n) = self.once(&children, "placement") {
-            let (_, props) = self.entries(n, Args::None, &["gpu", "cpu"]);
-            if let Some(s) = props.get("gpu").and_then(|e| self.choice(e, STRATEGIES)) {
+        if let Some(n) = self.once(&children, "placement", within) {
+            let (_, props) = self.setting(n, Args::None, &["gpu", "cpu"]);
+            if let Some(s) = props
+                .get("gpu")
+                .and_then(|e| self.choice(e, STRATEGIES, STRATEGY))
+            {
                 decl.placement.gpu = s;
             }
-            if let Some(s) = props.get("cpu").and_then(|e| self.choice(e, STRATEGIES)) {
+            if let Some(s) = props
+                .get("cpu")
+                .and_then(|e| self.choice(e, STRATEGIES, STRATEGY))
+            {
                 decl.placement.cpu = s;
             }
         }
-        if let Some(n) = self.once(&children, "fairness") {
-            let (_, props) = self.entries(n, Args::None, &["k", "window", "half-life"]);
+        if let Some(n) = self.once(&children, "fairness", within) {
+            let (_, props) = self.setting(n, Args::None, &["k", "window", "half-life"]);
             let mut f = FAIRNESS_DEFAULT;
             if let Some(k) = props.get("k").and_then(|e| self.number(e, "`k=1.0`")) {
                 f.k = k;
@@ -578,22 +965,28 @@ impl Reader<'_> {
             if let Some(w) = props.get("window").and_then(|e| self.positive_duration(e)) {
                 f.window = w;
             }
-            if let Some(h) = props.get("half-life").and_then(|e| self.positive_duration(e)) {
+            if let Some(h) = props
+                .get("half-life")
+                .and_then(|e| self.positive_duration(e))
+            {
                 f.half_life = h;
             }
             decl.fairness = Some(f);
         }
-        if let Some(n) = self.once(&children, "min-runtime") {
+        if let Some(n) = self.once(&children, "min-runtime", within) {
             decl.min_runtime = self.min_runtime(n);
         }
-        if let Some(n) = self.once(&children, "oversubscription") {
-            let (args, _) = self.entries(n, Args::One, &[]);
+        if let Some(n) = self.once(&children, "oversubscription", within) {
+            let (args, _) = self.setting(n, Args::One, &[]);
             let modes = [
                 ("error", Oversubscription::Error),
                 ("warn", Oversubscription::Warn),
                 ("allow", Oversubscription::Allow),
             ];
-            if let Some(m) = args.first().and_then(|e| self.choice(e, &modes)) {
+            if let Some(m) = args
+                .first()
+                .and_then(|e| self.choice(e, &modes, "over-subscription mode"))
+            {
                 decl.oversubscription = m;
             }
         }
@@ -603,9 +996,10 @@ impl Reader<'_> {
     fn positive_duration(&mut self, entry: &KdlEntry) -> Option<Duration> {
         let d = self.duration(entry)?;
         if d.0 == 0 {
+            let what = self.subject(entry);
             self.error(
                 Code::InvalidValue,
-                "this duration must be longer than 0",
+                format!("{what} must be longer than 0"),
                 self.at(entry.span()).with_text("zero"),
                 "give a length of time, like \"24h\"",
             );
@@ -615,7 +1009,7 @@ impl Reader<'_> {
     }
 
     fn min_runtime(&mut self, node: &KdlNode) -> MinRuntime {
-        let (_, props) = self.entries(node, Args::None, &["preempt", "reclaim"]);
+        let (_, props) = self.setting(node, Args::None, &["preempt", "reclaim"]);
         MinRuntime {
             preempt: props.get("preempt").and_then(|e| self.duration(e)),
             reclaim: props.get("reclaim").and_then(|e| self.duration(e)),
@@ -623,11 +1017,17 @@ impl Reader<'_> {
     }
 
     fn priority_class(&mut self, node: &KdlNode) {
-        self.children(node, &[]);
-        let (args, props) = self.entries(node, Args::Name, &["value", "preemptible", "description"]);
-        let name = args.first().and_then(|e| self.object_name(e, "priority class"));
+        let (args, props) = self.setting(node, Args::Name, PRIORITY_CLASS_PROPS);
+        let name = args
+            .first()
+            .and_then(|e| self.object_name(e, "priority class"));
         let value = match props.get("value") {
-            Some(e) => self.int(e, -2_147_483_648, 1_000_000_000, "`value=500`"),
+            Some(e) => self.int(
+                e,
+                (-2_147_483_648, 1_000_000_000),
+                "`value=500`",
+                Some("Kubernetes keeps values above 1000000000 for its own system classes"),
+            ),
             None => {
                 self.error(
                     Code::MissingValue,
@@ -639,7 +1039,9 @@ impl Reader<'_> {
             }
         };
         let preemptible = props.get("preemptible").and_then(|e| self.bool(e));
-        let description = props.get("description").and_then(|e| self.string(e, "`description=\"…\"`"));
+        let description = props
+            .get("description")
+            .and_then(|e| self.string(e, "`description=\"…\"`"));
         if let (Some(name), Some(value)) = (name, value) {
             self.out.priority_classes.push(PriorityClassDecl {
                 name,
@@ -653,17 +1055,29 @@ impl Reader<'_> {
 
     fn placement(&mut self, node: &KdlNode) {
         let (args, props) = self.entries(node, Args::Name, &["strategy"]);
-        let name = args.first().and_then(|e| self.labelled_string(e, "`placement \"training-pack\"`"));
-        let strategy = props.get("strategy").and_then(|e| self.choice(e, STRATEGIES)).unwrap_or_default();
-        let children = self.children(node, &["max-gpus-per-node", "topology"]);
+        let name = args
+            .first()
+            .and_then(|e| self.labelled_string(e, "`placement \"training-pack\"`"));
+        let strategy = props
+            .get("strategy")
+            .and_then(|e| self.choice(e, STRATEGIES, STRATEGY))
+            .unwrap_or_default();
+        let within = match &name {
+            Some(n) => format!("placement \"{}\"", n.value),
+            None => "`placement`".to_string(),
+        };
+        let children = self.children(node, &["max-gpus-per-node", "topology"], &["strategy"]);
         let mut decl_max = None;
-        if let Some(n) = self.once(&children, "max-gpus-per-node") {
-            let (args, _) = self.entries(n, Args::One, &[]);
-            decl_max = args.first().and_then(|e| self.int(e, 1, 1024, "`max-gpus-per-node 2`")).map(|v| v as u32);
+        if let Some(n) = self.once(&children, "max-gpus-per-node", &within) {
+            let (args, _) = self.setting(n, Args::One, &[]);
+            decl_max = args
+                .first()
+                .and_then(|e| self.int(e, (1, 1024), "`max-gpus-per-node 2`", None))
+                .map(|v| v as u32);
         }
         let (mut required, mut preferred) = (None, None);
-        if let Some(n) = self.once(&children, "topology") {
-            let (_, props) = self.entries(n, Args::None, &["required", "preferred"]);
+        if let Some(n) = self.once(&children, "topology", &within) {
+            let (_, props) = self.setting(n, Args::None, &["required", "preferred"]);
             required = props.get("required").and_then(|e| self.label_key(e));
             preferred = props.get("preferred").and_then(|e| self.label_key(e));
             if props.entries.is_empty() {
@@ -689,24 +1103,48 @@ impl Reader<'_> {
 
     fn queue(&mut self, node: &KdlNode, nested_in: Option<usize>, depth: usize) {
         if depth >= MAX_QUEUE_DEPTH {
+            let name = node
+                .entries()
+                .iter()
+                .find(|e| e.name().is_none())
+                .and_then(|e| e.value().as_string())
+                .map_or(String::new(), |n| format!(" \"{n}\""));
             self.error(
                 Code::PolicyTooLarge,
-                format!("queues are nested more than {MAX_QUEUE_DEPTH} levels deep"),
+                format!(
+                    "queue{name} is nested {} levels deep; at most {MAX_QUEUE_DEPTH} are allowed",
+                    depth + 1
+                ),
                 self.at(node.name().span()).with_text("too deep"),
                 "flatten the hierarchy; queue trees are rarely deeper than 4 levels",
             );
+            // Its parent is not a leaf, even though this queue is not read.
+            if let Some(parent) = nested_in {
+                self.out.queues[parent].incomplete = true;
+            }
             return;
         }
-        let (args, props) = self.entries(node, Args::Name, &["display-name", "priority", "parent"]);
+        let mark = self.mark();
+        let (args, props) = self.entries(node, Args::Name, QUEUE_PROPS);
         let name = args.first().and_then(|e| self.object_name(e, "queue"));
-        let display_name = props.get("display-name").and_then(|e| self.string(e, "`display-name=\"Research\"`"));
+        let display_name = props
+            .get("display-name")
+            .and_then(|e| self.string(e, "`display-name=\"Research\"`"));
         let priority = props
             .get("priority")
-            .and_then(|e| self.int(e, -1_000_000_000, 1_000_000_000, "`priority=100`"))
+            .and_then(|e| self.int(e, (-1_000_000_000, 1_000_000_000), "`priority=100`", None))
             .map_or(100, |p| p as i32);
-        let parent = props.get("parent").and_then(|e| self.labelled_string(e, "`parent=\"research\"`"));
-        let children = self.children(node, QUEUE_CHILDREN);
+        let parent = props
+            .get("parent")
+            .and_then(|e| self.labelled_string(e, "`parent=\"research\"`"));
+        let within = match &name {
+            Some(n) => format!("queue \"{}\"", n.value),
+            None => "`queue`".to_string(),
+        };
+        let children = self.children(node, QUEUE_CHILDREN, QUEUE_PROPS);
         let mut decl = QueueDecl {
+            // A queue without a name is still recorded, so that the queues nested in it are
+            // not mistaken for top-level ones; the whole-policy rules skip it.
             name: name.clone().unwrap_or(Named {
                 value: String::new(),
                 at: self.at(node.name().span()),
@@ -720,74 +1158,143 @@ impl Reader<'_> {
             default_priority_class: None,
             placement: None,
             min_runtime: Default::default(),
+            incomplete: false,
         };
         for kind in ResourceKind::ALL {
-            if let Some(n) = self.once(&children, kind.name()) {
+            if let Some(n) = self.once(&children, kind.name(), &within) {
                 decl.resources[kind as usize] = self.resource(n, kind);
             }
         }
         for n in children.iter().filter(|n| n.name().value() == "namespaces") {
-            let (args, _) = self.entries(n, Args::Strings, &[]);
+            let (args, _) = self.setting(n, Args::Strings, &[]);
             for e in args {
-                let Some(ns) = self.labelled_string(e, "`namespaces \"team-a\" \"team-a-dev\"`") else { continue };
-                if ns.value != "*" {
-                    if let Err(why) = check_dns_label(&ns.value) {
-                        self.error(
-                            Code::InvalidName,
-                            format!("\"{}\" is not a namespace name: {why}", ns.value),
-                            ns.at.clone().with_text("invalid namespace"),
-                            format!("namespace names are lower-case letters, digits and '-', like \"{}\"; \"*\" opens the queue to every namespace", suggest_name(&ns.value).replace('.', "-")),
-                        );
-                        continue;
-                    }
+                let Some(ns) = self.labelled_string(e, "`namespaces \"team-a\" \"team-a-dev\"`")
+                else {
+                    continue;
+                };
+                if ns.value != "*"
+                    && let Err(why) = check_dns_label(&ns.value)
+                {
+                    let rule = "namespace names are lower-case letters, digits and '-', starting and ending with a letter or digit";
+                    let help = match suggest_name(&ns.value.replace('.', "-"), 63) {
+                        Some(s) => format!(
+                            "{rule}, like \"{s}\"; \"*\" opens the queue to every namespace"
+                        ),
+                        None => format!("{rule}; \"*\" opens the queue to every namespace"),
+                    };
+                    self.error(
+                        Code::InvalidName,
+                        format!("\"{}\" is not a namespace name: {why}", ns.value),
+                        ns.at.clone().with_text("invalid namespace"),
+                        help,
+                    );
+                    continue;
                 }
                 decl.namespaces.push(ns);
             }
         }
-        if let Some(n) = self.once(&children, "default-priority-class") {
-            let (args, _) = self.entries(n, Args::One, &[]);
-            decl.default_priority_class = args.first().and_then(|e| self.labelled_string(e, "`default-priority-class \"interactive\"`"));
+        if let Some(n) = self.once(&children, "default-priority-class", &within) {
+            let (args, _) = self.setting(n, Args::One, &[]);
+            decl.default_priority_class = args
+                .first()
+                .and_then(|e| self.labelled_string(e, "`default-priority-class \"interactive\"`"));
         }
-        if let Some(n) = self.once(&children, "placement") {
-            let (args, _) = self.entries(n, Args::One, &[]);
-            decl.placement = args.first().and_then(|e| self.labelled_string(e, "`placement \"training-pack\"`"));
+        if let Some(n) = self.once(&children, "placement", &within) {
+            let (args, _) = self.setting(n, Args::One, &[]);
+            decl.placement = args
+                .first()
+                .and_then(|e| self.labelled_string(e, "`placement \"training-pack\"`"));
         }
-        if let Some(n) = self.once(&children, "min-runtime") {
+        if let Some(n) = self.once(&children, "min-runtime", &within) {
             decl.min_runtime = self.min_runtime(n);
         }
+        // A queue with a mistake in it is not judged on what could be read (a misspelt
+        // `namespace` must not also make it "unreachable").
+        decl.incomplete = self.failed_since(mark);
         let index = self.out.queues.len();
-        let named = name.is_some();
-        if named {
-            self.out.queues.push(decl);
-        }
+        self.out.queues.push(decl);
         for child in children.iter().filter(|n| n.name().value() == "queue") {
-            self.queue(child, named.then_some(index), depth + 1);
+            self.queue(child, Some(index), depth + 1);
         }
     }
 
+    /// A `gpu`, `cpu` or `memory` node; `None` if anything in it is wrong, so that the
+    /// whole-policy rules do not build on half-read numbers.
     fn resource(&mut self, node: &KdlNode, kind: ResourceKind) -> Option<ResourceDecl> {
-        self.children(node, &[]);
-        let (_, props) = self.entries(node, Args::None, &["quota", "limit", "weight"]);
+        let mark = self.mark();
+        let props_allowed = &["quota", "limit", "weight"];
+        let (_, props) = self.setting(node, Args::None, props_allowed);
         let quota_entry = props.get("quota");
         let limit_entry = props.get("limit");
         let quota = match quota_entry {
-            Some(e) => self.quantity(e, kind, true)?,
-            None => Bound::Finite(0),
+            Some(e) => self.quantity(e, kind, &format!("{} quota", kind.name()), true),
+            None => Some(Bound::Finite(0)),
         };
         let limit = match limit_entry {
-            Some(e) => self.quantity(e, kind, true)?,
-            None => Bound::Unlimited,
+            Some(e) => self.quantity(e, kind, &format!("{} limit", kind.name()), true),
+            None => Some(Bound::Unlimited),
         };
         let weight = match props.get("weight") {
-            Some(e) => self.number(e, "`weight=2`")?,
-            None => 1.0,
+            Some(e) => self.number(e, "`weight=2`"),
+            None => Some(1.0),
         };
+        if self.failed_since(mark) {
+            return None;
+        }
         Some(ResourceDecl {
-            policy: crate::model::ResourcePolicy { quota, limit, weight },
+            policy: crate::model::ResourcePolicy {
+                quota: quota?,
+                limit: limit?,
+                weight: weight?,
+            },
             at: self.at(node.name().span()),
             quota_at: quota_entry.map(|e| self.at(e.span())),
             limit_at: limit_entry.map(|e| self.at(e.span())),
             weight_at: props.get("weight").map(|e| self.at(e.span())),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_fix_common_slips() {
+        assert_eq!(
+            did_you_mean("warning", ["error", "warn", "allow"]),
+            Some("warn")
+        );
+        assert_eq!(
+            did_you_mean("qouta", ["quota", "limit", "weight"]),
+            Some("quota")
+        );
+        assert_eq!(did_you_mean("budget", ["quota", "limit", "weight"]), None);
+        assert_eq!(suggest_duration("7 days").as_deref(), Some("7d"));
+        assert_eq!(suggest_duration("5min").as_deref(), Some("5m"));
+        assert_eq!(
+            suggest_duration("1 hour 30 minutes").as_deref(),
+            Some("1h30m")
+        );
+        assert_eq!(suggest_duration("soon"), None);
+        assert_eq!(
+            suggest_quantity("960GB", ResourceKind::Memory).as_deref(),
+            Some("960G")
+        );
+        assert_eq!(
+            suggest_quantity("960GiB", ResourceKind::Memory).as_deref(),
+            Some("960Gi")
+        );
+        assert_eq!(
+            suggest_quantity("16 cores", ResourceKind::Cpu).as_deref(),
+            Some("16")
+        );
+        assert_eq!(suggest_quantity("four", ResourceKind::Gpu), None);
+        assert_eq!(
+            suggest_name("Research_Team", 253).as_deref(),
+            Some("research-team")
+        );
+        assert_eq!(suggest_name("ok", 253), None);
+        assert_eq!(suggest_name(&"a".repeat(70), 63), Some("a".repeat(63)));
     }
 }

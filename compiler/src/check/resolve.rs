@@ -26,12 +26,26 @@ pub(super) struct Resolver<'a> {
     pub diags: &'a mut Vec<Diagnostic>,
 }
 
+/// An amount with its unit, for sentences: "24.5 GPUs", "500m CPU", "960Gi of memory".
 fn amount(v: i128, kind: ResourceKind) -> String {
     let v = i64::try_from(v).unwrap_or(i64::MAX);
     match kind {
-        ResourceKind::Gpu => format!("{} GPU{}", format_quantity(v, kind), if v == 1000 { "" } else { "s" }),
+        ResourceKind::Gpu => format!(
+            "{} GPU{}",
+            format_quantity(v, kind),
+            if v == 1000 { "" } else { "s" }
+        ),
         ResourceKind::Cpu => format!("{} CPU", format_quantity(v, kind)),
         ResourceKind::Memory => format!("{} of memory", format_quantity(v, kind)),
+    }
+}
+
+/// "an unlimited amount of GPUs".
+fn unlimited(kind: ResourceKind) -> &'static str {
+    match kind {
+        ResourceKind::Gpu => "an unlimited amount of GPUs",
+        ResourceKind::Cpu => "an unlimited amount of CPU",
+        ResourceKind::Memory => "an unlimited amount of memory",
     }
 }
 
@@ -40,6 +54,20 @@ fn bound_text(b: Bound, kind: ResourceKind) -> String {
         Bound::Finite(v) => amount(v as i128, kind),
         Bound::Unlimited => "unlimited".to_string(),
     }
+}
+
+/// What the first pass of the tree found out about each queue.
+struct Tree {
+    /// The effective parent of each queue.
+    parents: Vec<Option<usize>>,
+    /// Whether the queue takes part in the tree (false: a duplicate, unnamed, or in a cycle).
+    keep: Vec<bool>,
+    /// Its `parent=` names no queue: it is checked on its own, but not counted as top-level.
+    detached: Vec<bool>,
+    /// Some queue's unknown `parent=` probably meant this one (the did-you-mean target).
+    wanted_as_parent: Vec<bool>,
+    /// Some queue names this one as its parent, even one left out of the tree (too deep).
+    has_children: Vec<bool>,
 }
 
 impl Resolver<'_> {
@@ -51,11 +79,15 @@ impl Resolver<'_> {
         self.diags.push(d);
     }
 
+    /// Reports names defined twice; the result says which declarations to keep. Nameless
+    /// declarations (already reported) are not kept.
     fn duplicates<'d>(&mut self, what: &str, items: impl Iterator<Item = &'d Named>) -> Vec<bool> {
         let mut first: HashMap<&str, &Label> = HashMap::new();
         let mut keep = Vec::new();
         for named in items {
-            if let Some(prev) = first.get(named.value.as_str()) {
+            if named.value.is_empty() {
+                keep.push(false);
+            } else if let Some(prev) = first.get(named.value.as_str()) {
                 self.push(
                     Diagnostic::error(
                         Code::Duplicate,
@@ -63,7 +95,9 @@ impl Resolver<'_> {
                         named.at.clone().with_text("defined again here"),
                     )
                     .with_secondary((*prev).clone().with_text("first defined here"))
-                    .with_help(format!("{what} names are unique across the whole policy: rename one, or merge them")),
+                    .with_help(format!(
+                        "{what} names are unique across the whole policy: rename one, or merge them"
+                    )),
                 );
                 keep.push(false);
             } else {
@@ -78,15 +112,21 @@ impl Resolver<'_> {
         let d = self.decls;
         for extra in d.clusters.iter().skip(1) {
             self.push(
-                Diagnostic::error(Code::Duplicate, "the policy has two `cluster` nodes", extra.at.clone().with_text("second cluster node"))
-                    .with_secondary(d.clusters[0].at.clone().with_text("first cluster node"))
-                    .with_help("a policy describes one cluster: merge the settings into one `cluster` node"),
+                Diagnostic::error(
+                    Code::Duplicate,
+                    "the policy has two `cluster` nodes",
+                    extra.at.clone().with_text("second cluster node"),
+                )
+                .with_secondary(d.clusters[0].at.clone().with_text("first cluster node"))
+                .with_help(
+                    "a policy describes one cluster: merge the settings into one `cluster` node",
+                ),
             );
         }
         let cluster = d.clusters.first();
         let pc_keep = self.duplicates("priority class", d.priority_classes.iter().map(|p| &p.name));
         let pl_keep = self.duplicates("placement", d.placements.iter().map(|p| &p.name));
-        let mut q_keep = self.duplicates("queue", d.queues.iter().map(|q| &q.name));
+        let q_keep = self.duplicates("queue", d.queues.iter().map(|q| &q.name));
 
         let by_name: HashMap<&str, usize> = d
             .queues
@@ -95,8 +135,9 @@ impl Resolver<'_> {
             .filter(|(i, _)| q_keep[*i])
             .map(|(i, q)| (q.name.value.as_str(), i))
             .collect();
-        let parents = self.parents(&by_name, &mut q_keep);
-        let order = self.tree(&parents, &q_keep);
+        let tree = self.parents(&by_name, q_keep);
+        let order = self.tree(&tree.parents, &tree.keep);
+        let parents = &tree.parents;
 
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); d.queues.len()];
         for &i in &order {
@@ -113,14 +154,18 @@ impl Resolver<'_> {
             .map(|(p, _)| p.name.value.as_str())
             .collect();
         for &i in &order {
-            self.queue_rules(i, &parents, &children, &pc_names, &pl_names);
+            self.queue_rules(i, &tree, &children, &pc_names, &pl_names);
         }
         let oversubscription = cluster.map_or(Oversubscription::Error, |c| c.oversubscription);
         for &i in &order {
             self.children_quota(i, &children[i], oversubscription);
         }
         if let Some(c) = cluster {
-            let roots: Vec<usize> = order.iter().copied().filter(|&i| parents[i].is_none()).collect();
+            let roots: Vec<usize> = order
+                .iter()
+                .copied()
+                .filter(|&i| parents[i].is_none() && !tree.detached[i])
+                .collect();
             self.capacity(c, &roots);
         }
         self.namespace_defaults(&order, &children);
@@ -128,14 +173,17 @@ impl Resolver<'_> {
         if self.diags.iter().any(|d| d.severity == Severity::Error) {
             return None;
         }
-        Some(self.build(cluster, &order, &parents, &children))
+        Some(self.build(cluster, &order, parents, &children))
     }
 
     /// The effective parent of every queue, reporting bad `parent=` and cycles.
     /// Queues in a cycle lose their place in the tree (`keep` turns false).
-    fn parents(&mut self, by_name: &HashMap<&str, usize>, keep: &mut [bool]) -> Vec<Option<usize>> {
+    fn parents(&mut self, by_name: &HashMap<&str, usize>, mut keep: Vec<bool>) -> Tree {
         let d = self.decls;
-        let mut parents: Vec<Option<usize>> = vec![None; d.queues.len()];
+        let n = d.queues.len();
+        let mut parents: Vec<Option<usize>> = vec![None; n];
+        let mut detached = vec![false; n];
+        let mut wanted_as_parent = vec![false; n];
         for (i, q) in d.queues.iter().enumerate() {
             parents[i] = match (q.nested_in, &q.parent) {
                 (Some(outer), Some(p)) => {
@@ -143,35 +191,51 @@ impl Resolver<'_> {
                     self.push(
                         Diagnostic::error(
                             Code::NestedWithParent,
-                            format!("queue \"{}\" is nested inside \"{}\" and also has parent=\"{}\"", q.name.value, outer_name.value, p.value),
+                            format!(
+                                "queue \"{}\" is nested inside \"{}\" and also has parent=\"{}\"",
+                                q.name.value, outer_name.value, p.value
+                            ),
                             p.at.clone().with_text("parent= on a nested queue"),
                         )
                         .with_secondary(outer_name.at.clone().with_text("nested inside this queue"))
-                        .with_help("a queue has one parent: remove `parent=`, or move the queue to the top level of a file"),
+                        .with_help(
+                            "a queue has one parent: remove `parent=`, or move the queue to the top level of a file",
+                        ),
                     );
                     Some(outer)
                 }
                 (Some(outer), None) => Some(outer),
-                (None, Some(p)) => match by_name.get(p.value.as_str()) {
-                    Some(&target) => Some(target),
-                    None => {
-                        if !self.maybe_unread(&p.value) {
-                            let help = match did_you_mean(&p.value, by_name.keys().copied()) {
+                (None, Some(p)) => {
+                    match by_name.get(p.value.as_str()) {
+                        Some(&target) => Some(target),
+                        None => {
+                            detached[i] = true;
+                            let suggestion = did_you_mean(&p.value, by_name.keys().copied());
+                            if let Some(s) = suggestion {
+                                wanted_as_parent[by_name[s]] = true;
+                            }
+                            if !self.maybe_unread(&p.value) {
+                                let help = match suggestion {
                                 Some(s) => format!("did you mean \"{s}\"?"),
-                                None => "define that queue, or fix the name in `parent=`".to_string(),
+                                None => "define a queue with that name, or fix the name in `parent=`"
+                                    .to_string(),
                             };
-                            self.push(
+                                self.push(
                                 Diagnostic::error(
                                     Code::UnknownParent,
-                                    format!("queue \"{}\" names parent \"{}\", but no queue has that name", q.name.value, p.value),
+                                    format!(
+                                        "queue \"{}\" names parent \"{}\", but no queue has that name",
+                                        q.name.value, p.value
+                                    ),
                                     p.at.clone().with_text("unknown queue"),
                                 )
                                 .with_help(help),
                             );
+                            }
+                            None
                         }
-                        None
                     }
-                },
+                }
                 (None, None) => None,
             };
             if !keep[i] {
@@ -179,8 +243,8 @@ impl Resolver<'_> {
             }
         }
         // A cycle can only go through parent= links; report each cycle once, at its first member.
-        let mut state = vec![0u8; d.queues.len()]; // 0 unseen, 1 on the current path, 2 done
-        for start in 0..d.queues.len() {
+        let mut state = vec![0u8; n]; // 0 unseen, 1 on the current path, 2 done
+        for start in 0..n {
             let mut path = Vec::new();
             let mut at = Some(start);
             while let Some(i) = at {
@@ -204,29 +268,59 @@ impl Resolver<'_> {
                 state[p] = 2;
             }
         }
-        parents
+        let mut has_children = vec![false; n];
+        for p in parents.iter().flatten() {
+            has_children[*p] = true;
+        }
+        Tree {
+            parents,
+            keep,
+            detached,
+            wanted_as_parent,
+            has_children,
+        }
     }
 
     fn report_cycle(&mut self, cycle: &[usize]) {
         let d = self.decls;
         let first = *cycle.iter().min().unwrap_or(&cycle[0]);
-        let mut names: Vec<&str> = Vec::new();
-        let mut at = cycle.iter().position(|&c| c == first).unwrap_or(0);
-        for _ in 0..=cycle.len() {
-            names.push(&d.queues[cycle[at % cycle.len()]].name.value);
-            at += 1;
-        }
         let q = &d.queues[first];
-        let primary = q.parent.as_ref().map_or(q.name.at.clone(), |p| p.at.clone()).with_text("this parent= closes the cycle");
+        let closing = q
+            .parent
+            .as_ref()
+            .map_or(q.name.at.clone(), |p| p.at.clone());
+        if cycle.len() == 1 {
+            self.push(
+                Diagnostic::error(
+                    Code::ParentCycle,
+                    format!("queue \"{}\" names itself as its parent", q.name.value),
+                    closing.with_text("parent= names this queue itself"),
+                )
+                .with_help("remove `parent=` to make it a top-level queue, or name the queue it belongs under"),
+            );
+            return;
+        }
+        let start = cycle.iter().position(|&c| c == first).unwrap_or(0);
+        let names: Vec<&str> = (start..=start + cycle.len())
+            .map(|at| d.queues[cycle[at % cycle.len()]].name.value.as_str())
+            .collect();
         let mut diag = Diagnostic::error(
             Code::ParentCycle,
-            format!("queues form a cycle through parent=: {}", names.join(" → ")),
-            primary,
+            format!(
+                "queues form a cycle through parent=: {}",
+                names.join(" → ")
+            ),
+            closing.with_text("this parent= closes the cycle"),
         )
-        .with_help("a queue cannot be its own ancestor: point one of these parent= at a queue outside the cycle, or remove it");
+        .with_help(
+            "a queue cannot be its own ancestor: point one of these parent= at a queue outside the cycle, or remove it",
+        );
         for &c in cycle.iter().filter(|&&c| c != first).take(MAX_SECONDARY) {
             if let Some(p) = &d.queues[c].parent {
-                diag = diag.with_secondary(p.at.clone().with_text(format!("\"{}\" points on from here", d.queues[c].name.value)));
+                diag = diag.with_secondary(p.at.clone().with_text(format!(
+                    "\"{}\" points on from here",
+                    d.queues[c].name.value
+                )));
             }
         }
         self.push(diag);
@@ -256,10 +350,17 @@ impl Resolver<'_> {
                     self.push(
                         Diagnostic::error(
                             Code::PolicyTooLarge,
-                            format!("queue \"{}\" is {} levels deep; at most {} are allowed", d.queues[i].name.value, depth + 1, super::read::MAX_QUEUE_DEPTH),
+                            format!(
+                                "queue \"{}\" is {} levels deep; at most {} are allowed",
+                                d.queues[i].name.value,
+                                depth + 1,
+                                super::read::MAX_QUEUE_DEPTH
+                            ),
                             d.queues[i].name.at.clone().with_text("too deep"),
                         )
-                        .with_help("flatten the hierarchy; queue trees are rarely deeper than 4 levels"),
+                        .with_help(
+                            "flatten the hierarchy; queue trees are rarely deeper than 4 levels",
+                        ),
                     );
                 }
                 continue;
@@ -281,31 +382,53 @@ impl Resolver<'_> {
         order
     }
 
-    fn queue_rules(&mut self, i: usize, parents: &[Option<usize>], children: &[Vec<usize>], pcs: &[&str], pls: &[&str]) {
+    fn queue_rules(
+        &mut self,
+        i: usize,
+        tree: &Tree,
+        children: &[Vec<usize>],
+        pcs: &[&str],
+        pls: &[&str],
+    ) {
         let d = self.decls;
         let q = &d.queues[i];
         let name = &q.name.value;
         let leaf = children[i].is_empty();
         for kind in ResourceKind::ALL {
             let Some(r) = q.resource(kind) else { continue };
+            let k = kind.name();
             let (quota, limit) = (r.policy.quota, r.policy.limit);
             let below = match (quota, limit) {
-                (Bound::Finite(q), Bound::Finite(l)) => l < q,
-                (Bound::Unlimited, Bound::Finite(_)) => true,
-                _ => false,
+                (Bound::Finite(qv), Bound::Finite(lv)) if lv < qv => Some((
+                    format!(
+                        "queue \"{name}\" has a {k} limit of {}, below its {k} quota of {}",
+                        format_quantity(lv, kind),
+                        format_quantity(qv, kind)
+                    ),
+                    "a limit caps what the queue may use, so it must be at least its quota: raise the limit or lower the quota".to_string(),
+                )),
+                (Bound::Unlimited, Bound::Finite(lv)) => Some((
+                    format!(
+                        "queue \"{name}\" has an unlimited {k} quota but a {k} limit of {}",
+                        format_quantity(lv, kind)
+                    ),
+                    format!(
+                        "a limit caps the quota too: remove `limit=` to keep the quota unlimited, or give a quota of at most {}",
+                        format_quantity(lv, kind)
+                    ),
+                )),
+                _ => None,
             };
-            if below {
+            if let Some((message, help)) = below {
                 let mut diag = Diagnostic::error(
                     Code::LimitBelowQuota,
-                    format!(
-                        "queue \"{name}\" has a {} limit of {} below its quota of {}",
-                        kind.name(),
-                        bound_text(limit, kind),
-                        bound_text(quota, kind)
-                    ),
-                    r.limit_at.clone().unwrap_or_else(|| r.at.clone()).with_text("limit below quota"),
+                    message,
+                    r.limit_at
+                        .clone()
+                        .unwrap_or_else(|| r.at.clone())
+                        .with_text("limit below quota"),
                 )
-                .with_help("a limit caps what the queue may use, so it must be at least its guaranteed quota: raise the limit or lower the quota");
+                .with_help(help);
                 if let Some(qa) = &r.quota_at {
                     diag = diag.with_secondary(qa.clone().with_text("quota set here"));
                 }
@@ -315,13 +438,24 @@ impl Resolver<'_> {
                 self.push(
                     Diagnostic::warning(
                         Code::QueueCannotRun,
-                        format!("queue \"{name}\" has a {0} quota of 0 and an over-quota weight of 0: its fair share of {0} is always 0", kind.name()),
-                        r.weight_at.clone().unwrap_or_else(|| r.at.clone()).with_text("weight 0 with quota 0"),
+                        format!(
+                            "queue \"{name}\" has a {k} quota of 0 and an over-quota weight of 0, so its fair share of {k} is always 0"
+                        ),
+                        r.weight_at
+                            .clone()
+                            .unwrap_or_else(|| r.at.clone())
+                            .with_text("weight 0 with quota 0"),
                     )
-                    .with_help(format!("its {} jobs can only use idle resources and are reclaimed first; give it a quota or a weight above 0, or remove the queue", kind.name())),
+                    .with_help(format!(
+                        "its jobs can use {k} only while nobody else wants it, and lose it first; give the queue a {k} quota or a weight above 0, or remove the queue"
+                    )),
                 );
             }
         }
+        // Whether some queue hangs under this one, even one left out of the tree (too deep),
+        // or was probably meant to (a misspelt parent=), or could not be read.
+        let has_children =
+            !leaf || q.incomplete || tree.wanted_as_parent[i] || tree.has_children[i];
         if !leaf {
             if let Some(first) = q.namespaces.first() {
                 self.push(
@@ -330,73 +464,147 @@ impl Resolver<'_> {
                         format!("queue \"{name}\" has child queues, so it cannot take namespaces"),
                         first.at.clone().with_text("namespaces on a parent queue"),
                     )
-                    .with_help("only leaf queues accept work: move `namespaces` into one of its child queues"),
+                    .with_help(
+                        "only leaf queues accept work: move `namespaces` into one of its child queues",
+                    ),
                 );
             }
-        } else if q.namespaces.is_empty() {
+        } else if q.namespaces.is_empty() && !has_children {
             self.push(
                 Diagnostic::warning(
                     Code::UnreachableQueue,
                     format!("leaf queue \"{name}\" lists no namespaces, so no pod may use it"),
                     q.name.at.clone().with_text("unreachable queue"),
                 )
-                .with_help("add `namespaces \"team-ns\"` to route a team's pods here, or `namespaces \"*\"` to let any namespace name this queue"),
+                .with_help(
+                    "add `namespaces \"team-ns\"` to route a team's pods here, or `namespaces \"*\"` to let any namespace name this queue",
+                ),
             );
         }
-        if let Some(pc) = &q.default_priority_class {
-            if !pcs.contains(&pc.value.as_str()) {
-                if !self.maybe_unread(&pc.value) {
-                    self.unknown_ref(Code::UnknownPriorityClass, "priority class", pc, pcs);
-                }
-            } else if let Some(class) = d.priority_classes.iter().find(|c| c.name.value == pc.value) {
-                if !class.preemptible {
-                    self.non_preemptible_trap(i, pc, parents);
-                }
-            }
+        if let Some(pc) = &q.default_priority_class
+            && !pcs.contains(&pc.value.as_str())
+            && !self.maybe_unread(&pc.value)
+        {
+            self.unknown_ref(Code::UnknownPriorityClass, "priority class", pc, pcs);
         }
-        if let Some(pl) = &q.placement {
-            if !pls.contains(&pl.value.as_str()) && !self.maybe_unread(&pl.value) {
-                self.unknown_ref(Code::UnknownPlacement, "placement", pl, pls);
-            }
+        if leaf {
+            self.non_preemptible_trap(i, &tree.parents, pcs);
+        }
+        if let Some(pl) = &q.placement
+            && !pls.contains(&pl.value.as_str())
+            && !self.maybe_unread(&pl.value)
+        {
+            self.unknown_ref(Code::UnknownPlacement, "placement", pl, pls);
         }
     }
 
     fn unknown_ref(&mut self, code: Code, what: &str, named: &Named, known: &[&str]) {
+        let node = what.replace(' ', "-");
         let help = match did_you_mean(&named.value, known.iter().copied()) {
             Some(s) => format!("did you mean \"{s}\"?"),
-            None if known.is_empty() => format!("the policy defines no {what}; declare one with a top-level `{}` node", what.replace(' ', "-")),
-            None => format!("defined: {}", known.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ")),
+            None if code == Code::UnknownPlacement
+                && matches!(named.value.as_str(), "binpack" | "spread") =>
+            {
+                format!(
+                    "a queue's `placement` names a top-level `placement` node; \"{0}\" is a strategy: declare `placement \"{0}-all\" strategy={0}` and name that",
+                    named.value
+                )
+            }
+            None if known.is_empty() => {
+                format!("the policy defines no {what}; declare one with a top-level `{node}` node")
+            }
+            None => format!(
+                "the policy defines {}; declare \"{}\" with a top-level `{node}` node, or name one of those",
+                known
+                    .iter()
+                    .map(|k| format!("\"{k}\""))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                named.value
+            ),
         };
         self.push(
-            Diagnostic::error(code, format!("no {what} is named \"{}\"", named.value), named.at.clone().with_text(format!("unknown {what}")))
-                .with_help(help),
+            Diagnostic::error(
+                code,
+                format!("no {what} is named \"{}\"", named.value),
+                named.at.clone().with_text(format!("unknown {what}")),
+            )
+            .with_help(help),
         );
     }
 
-    /// A non-preemptible default class where the queue (or an ancestor) guarantees 0 of a resource.
-    fn non_preemptible_trap(&mut self, i: usize, pc: &Named, parents: &[Option<usize>]) {
+    /// A leaf queue whose default priority class (its own, or inherited from the nearest
+    /// ancestor that sets one) is non-preemptible, while the queue or an ancestor guarantees
+    /// 0 of a resource: jobs of that class never fit in quota, so they never start.
+    fn non_preemptible_trap(&mut self, leaf: usize, parents: &[Option<usize>], pcs: &[&str]) {
         let d = self.decls;
-        let mut at = Some(i);
+        let mut owner = Some(leaf);
+        let pc = loop {
+            let Some(j) = owner else { return };
+            if let Some(pc) = &d.queues[j].default_priority_class {
+                break pc;
+            }
+            owner = parents[j];
+        };
+        let owner = owner.unwrap_or(leaf);
+        let known = pcs.contains(&pc.value.as_str());
+        let Some(class) = d
+            .priority_classes
+            .iter()
+            .find(|c| known && c.name.value == pc.value)
+        else {
+            return;
+        };
+        if class.preemptible {
+            return;
+        }
+        let leaf_name = &d.queues[leaf].name.value;
+        let mut at = Some(leaf);
         while let Some(j) = at {
             for kind in ResourceKind::ALL {
-                if d.queues[j].resource(kind).map(|r| r.quota()) == Some(Bound::Finite(0)) {
-                    let whose = if j == i { "it".to_string() } else { format!("its ancestor \"{}\"", d.queues[j].name.value) };
-                    let r = d.queues[j].resource(kind).map(|r| r.quota_label());
-                    let mut diag = Diagnostic::warning(
-                        Code::NonPreemptibleWithoutQuota,
-                        format!(
-                            "queue \"{}\" runs jobs as non-preemptible \"{}\" by default, but {whose} has a {} quota of 0: those jobs can never start",
-                            d.queues[i].name.value, pc.value, kind.name()
-                        ),
-                        pc.at.clone().with_text("non-preemptible default"),
-                    )
-                    .with_help(format!("non-preemptible jobs only run inside quota: give the queue a {} quota, or a preemptible default priority class", kind.name()));
-                    if let Some(r) = r {
-                        diag = diag.with_secondary(r.with_text("quota 0 here"));
-                    }
-                    self.push(diag);
-                    return;
+                let Some(r) = d.queues[j].resource(kind) else {
+                    continue;
+                };
+                if r.quota() != Bound::Finite(0) {
+                    continue;
                 }
+                let k = kind.name();
+                let whose = if j == leaf {
+                    "it".to_string()
+                } else {
+                    format!("its ancestor \"{}\"", d.queues[j].name.value)
+                };
+                let inherited = if owner == leaf {
+                    String::new()
+                } else {
+                    format!(" (set on \"{}\")", d.queues[owner].name.value)
+                };
+                let primary = if owner == leaf {
+                    pc.at.clone().with_text("non-preemptible default")
+                } else {
+                    d.queues[leaf]
+                        .name
+                        .at
+                        .clone()
+                        .with_text("inherits a non-preemptible default")
+                };
+                let mut diag = Diagnostic::warning(
+                    Code::NonPreemptibleWithoutQuota,
+                    format!(
+                        "queue \"{leaf_name}\" runs jobs as non-preemptible \"{}\" by default{inherited}, but {whose} has a {k} quota of 0: those jobs can never start",
+                        pc.value
+                    ),
+                    primary,
+                )
+                .with_help(format!(
+                    "non-preemptible jobs only run inside quota: give the queue (and its ancestors) a {k} quota, or make its default priority class a preemptible one"
+                ));
+                if owner != leaf {
+                    diag = diag.with_secondary(pc.at.clone().with_text("default set here"));
+                }
+                diag = diag.with_secondary(r.quota_label().with_text("quota 0 here"));
+                self.push(diag);
+                return;
             }
             at = parents[j];
         }
@@ -412,34 +620,57 @@ impl Resolver<'_> {
         let p = &d.queues[parent];
         for kind in ResourceKind::ALL {
             let Some(pr) = p.resource(kind) else { continue };
-            let Bound::Finite(pq) = pr.quota() else { continue };
+            let Bound::Finite(pq) = pr.quota() else {
+                continue;
+            };
             let governed: Vec<(&QueueDecl, &ResourceDecl)> = children
                 .iter()
                 .filter_map(|&c| d.queues[c].resource(kind).map(|r| (&d.queues[c], r)))
                 .collect();
-            let unlimited = governed.iter().any(|(_, r)| r.quota() == Bound::Unlimited);
-            let sum: i128 = governed.iter().filter_map(|(_, r)| r.quota().finite()).map(i128::from).sum();
-            if !unlimited && sum <= pq as i128 {
+            let unlimited_child = governed.iter().any(|(_, r)| r.quota() == Bound::Unlimited);
+            let sum: i128 = governed
+                .iter()
+                .filter_map(|(_, r)| r.quota().finite())
+                .map(i128::from)
+                .sum();
+            if !unlimited_child && sum <= pq as i128 {
                 continue;
             }
-            let total = if unlimited { "an unlimited amount".to_string() } else { amount(sum, kind) };
+            let total = if unlimited_child {
+                unlimited(kind).to_string()
+            } else {
+                format!("{} in total", amount(sum, kind))
+            };
+            let k = kind.name();
+            let help = match mode {
+                Oversubscription::Warn => format!(
+                    "the children cannot all get their quota at once; lower their {k} quotas or raise this one, or set `oversubscription \"allow\"` in the `cluster` node to accept this silently"
+                ),
+                _ => format!(
+                    "lower the children's {k} quotas or raise this one; if promising more than the parent has is intended, set `oversubscription \"warn\"` or `\"allow\"` in the `cluster` node"
+                ),
+            };
             let mut diag = Diagnostic::new(
                 Code::ChildrenOverQuota,
                 severity,
                 format!(
-                    "the children of queue \"{}\" are guaranteed {total} in total, more than its own {} quota of {}",
+                    "the children of queue \"{}\" are guaranteed {total}, more than its own {k} quota of {}",
                     p.name.value,
-                    kind.name(),
                     amount(pq as i128, kind)
                 ),
                 pr.quota_label().with_text("parent quota"),
             )
-            .with_help(format!(
-                "lower the children's {0} quotas, raise this quota, or set `oversubscription \"warn\"` (or \"allow\") in the cluster node if over-subscribing is intended",
-                kind.name()
-            ));
-            for (c, r) in governed.iter().filter(|(_, r)| r.quota() != Bound::Finite(0)).take(MAX_SECONDARY) {
-                diag = diag.with_secondary(r.quota_label().with_text(format!("\"{}\": {}", c.name.value, bound_text(r.quota(), kind))));
+            .with_help(help);
+            for (c, r) in governed
+                .iter()
+                .filter(|(_, r)| r.quota() != Bound::Finite(0))
+                .take(MAX_SECONDARY)
+            {
+                diag = diag.with_secondary(r.quota_label().with_text(format!(
+                    "\"{}\": {}",
+                    c.name.value,
+                    bound_text(r.quota(), kind)
+                )));
             }
             self.push(diag);
         }
@@ -448,23 +679,52 @@ impl Resolver<'_> {
     fn capacity(&mut self, cluster: &ClusterDecl, roots: &[usize]) {
         let d = self.decls;
         for kind in ResourceKind::ALL {
-            let (Some(cap), Some(cap_at)) = (*cluster.capacity.get(kind), cluster.capacity_at.get(kind).clone()) else { continue };
-            let governed: Vec<(&QueueDecl, &ResourceDecl)> =
-                roots.iter().filter_map(|&r| d.queues[r].resource(kind).map(|x| (&d.queues[r], x))).collect();
-            let unlimited = governed.iter().any(|(_, r)| r.quota() == Bound::Unlimited);
-            let sum: i128 = governed.iter().filter_map(|(_, r)| r.quota().finite()).map(i128::from).sum();
-            if !unlimited && sum <= cap as i128 {
+            let (Some(cap), Some(cap_at)) = (
+                *cluster.capacity.get(kind),
+                cluster.capacity_at.get(kind).clone(),
+            ) else {
+                continue;
+            };
+            let governed: Vec<(&QueueDecl, &ResourceDecl)> = roots
+                .iter()
+                .filter_map(|&r| d.queues[r].resource(kind).map(|x| (&d.queues[r], x)))
+                .collect();
+            let unlimited_root = governed.iter().any(|(_, r)| r.quota() == Bound::Unlimited);
+            let sum: i128 = governed
+                .iter()
+                .filter_map(|(_, r)| r.quota().finite())
+                .map(i128::from)
+                .sum();
+            if !unlimited_root && sum <= cap as i128 {
                 continue;
             }
-            let total = if unlimited { "an unlimited amount".to_string() } else { amount(sum, kind) };
+            let total = if unlimited_root {
+                unlimited(kind).to_string()
+            } else {
+                format!("{} in total", amount(sum, kind))
+            };
             let mut diag = Diagnostic::error(
                 Code::OverCapacity,
-                format!("top-level queues are guaranteed {total} in total, more than the cluster's {} capacity of {}", kind.name(), amount(cap as i128, kind)),
+                format!(
+                    "top-level queues are guaranteed {total}, more than the cluster's {} capacity of {}",
+                    kind.name(),
+                    amount(cap as i128, kind)
+                ),
                 cap_at.with_text("declared capacity"),
             )
-            .with_help("guarantees must fit in the cluster: lower the top-level quotas, or correct `capacity` if the cluster has grown");
-            for (q, r) in governed.iter().filter(|(_, r)| r.quota() != Bound::Finite(0)).take(MAX_SECONDARY) {
-                diag = diag.with_secondary(r.quota_label().with_text(format!("\"{}\": {}", q.name.value, bound_text(r.quota(), kind))));
+            .with_help(
+                "guarantees must fit in the cluster: lower the top-level quotas, or correct `capacity` if the cluster has grown",
+            );
+            for (q, r) in governed
+                .iter()
+                .filter(|(_, r)| r.quota() != Bound::Finite(0))
+                .take(MAX_SECONDARY)
+            {
+                diag = diag.with_secondary(r.quota_label().with_text(format!(
+                    "\"{}\": {}",
+                    q.name.value,
+                    bound_text(r.quota(), kind)
+                )));
             }
             self.push(diag);
         }
@@ -481,11 +741,22 @@ impl Resolver<'_> {
                         self.push(
                             Diagnostic::error(
                                 Code::NamespaceTwice,
-                                format!("namespace \"{}\" is the default of two queues, \"{other}\" and \"{}\"", ns.value, q.name.value),
-                                ns.at.clone().with_text(format!("also the default of \"{}\"", q.name.value)),
+                                format!(
+                                    "namespace \"{}\" is the default of two queues, \"{other}\" and \"{}\"",
+                                    ns.value, q.name.value
+                                ),
+                                ns.at
+                                    .clone()
+                                    .with_text(format!("also the default of \"{}\"", q.name.value)),
                             )
-                            .with_secondary((*at).clone().with_text(format!("default of \"{other}\" here")))
-                            .with_help("a namespace's pods that name no queue need one home: keep the namespace on one queue; the other queue can still be opened to it with `namespaces \"*\"`"),
+                            .with_secondary(
+                                (*at).clone()
+                                    .with_text(format!("default of \"{other}\" here")),
+                            )
+                            .with_help(format!(
+                                "pods in \"{}\" that name no queue need exactly one home: list it on one of the two queues only; to let its pods also name the other queue explicitly, give that queue `namespaces \"*\"`",
+                                ns.value
+                            )),
                         );
                     }
                     Some(_) => {}
@@ -497,7 +768,13 @@ impl Resolver<'_> {
         }
     }
 
-    fn build(&self, cluster: Option<&ClusterDecl>, order: &[usize], parents: &[Option<usize>], children: &[Vec<usize>]) -> Policy {
+    fn build(
+        &self,
+        cluster: Option<&ClusterDecl>,
+        order: &[usize],
+        parents: &[Option<usize>],
+        children: &[Vec<usize>],
+    ) -> Policy {
         let d = self.decls;
         let defaults = Cluster::default();
         let cluster = match cluster {
@@ -515,7 +792,10 @@ impl Resolver<'_> {
         };
         let origin = |at: &Label| {
             let file = self.sources.get(at.file);
-            model::Origin { file: file.path.clone(), line: file.line_col(at.offset).0 }
+            model::Origin {
+                file: file.path.clone(),
+                line: file.line_col(at.offset).0,
+            }
         };
         let mut position = vec![usize::MAX; d.queues.len()];
         for (pos, &i) in order.iter().enumerate() {
@@ -531,11 +811,26 @@ impl Resolver<'_> {
                 *resources.get_mut(kind) = q.resource(kind).map(|r| r.policy);
             }
             let min_runtime = model::MinRuntime {
-                preempt: q.min_runtime.preempt.or(inherited.map_or(cluster.min_runtime.preempt, |p: &Queue| p.min_runtime.preempt)),
-                reclaim: q.min_runtime.reclaim.or(inherited.map_or(cluster.min_runtime.reclaim, |p: &Queue| p.min_runtime.reclaim)),
+                preempt: q
+                    .min_runtime
+                    .preempt
+                    .or(inherited.map_or(cluster.min_runtime.preempt, |p: &Queue| {
+                        p.min_runtime.preempt
+                    })),
+                reclaim: q
+                    .min_runtime
+                    .reclaim
+                    .or(inherited.map_or(cluster.min_runtime.reclaim, |p: &Queue| {
+                        p.min_runtime.reclaim
+                    })),
             };
             let namespaces = model::Namespaces {
-                defaults: q.namespaces.iter().filter(|n| n.value != "*").map(|n| n.value.clone()).collect(),
+                defaults: q
+                    .namespaces
+                    .iter()
+                    .filter(|n| n.value != "*")
+                    .map(|n| n.value.clone())
+                    .collect(),
                 open_to_all: q.namespaces.iter().any(|n| n.value == "*"),
             };
             queues.push(Queue {
@@ -552,7 +847,11 @@ impl Resolver<'_> {
                     .as_ref()
                     .map(|n| n.value.clone())
                     .or_else(|| inherited.and_then(|p| p.default_priority_class.clone())),
-                placement: q.placement.as_ref().map(|n| n.value.clone()).or_else(|| inherited.and_then(|p| p.placement.clone())),
+                placement: q
+                    .placement
+                    .as_ref()
+                    .map(|n| n.value.clone())
+                    .or_else(|| inherited.and_then(|p| p.placement.clone())),
                 min_runtime,
                 origin: origin(&q.name.at),
             });
@@ -588,7 +887,11 @@ impl Resolver<'_> {
 }
 
 fn pc_keep_names<'a>(pcs: &'a [PriorityClassDecl], keep: &[bool]) -> Vec<&'a str> {
-    pcs.iter().zip(keep).filter(|(_, k)| **k).map(|(p, _)| p.name.value.as_str()).collect()
+    pcs.iter()
+        .zip(keep)
+        .filter(|(_, k)| **k)
+        .map(|(p, _)| p.name.value.as_str())
+        .collect()
 }
 
 /// Whether a queue hangs under a dropped queue (a duplicate, or a member of a cycle).

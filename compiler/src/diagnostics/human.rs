@@ -22,8 +22,11 @@ pub fn render_human(diagnostics: &[Diagnostic], sources: &SourceSet, style: Huma
         HumanStyle::Colour => GraphicalTheme::unicode(),
         HumanStyle::Plain => GraphicalTheme::unicode_nocolor(),
     };
+    // Plain output goes to files and CI logs: keep each message on one line so it can be
+    // searched for; a terminal gets it wrapped to 100 columns.
     let handler = GraphicalReportHandler::new_themed(theme)
         .with_width(100)
+        .with_wrap_lines(style == HumanStyle::Colour)
         .with_links(false);
     let mut out = String::new();
     for d in diagnostics {
@@ -66,10 +69,8 @@ impl Report {
             Severity::Error => miette::Severity::Error,
             Severity::Warning => miette::Severity::Warning,
         };
-        let (same, other): (Vec<&Label>, Vec<&Label>) = d
-            .secondary
-            .iter()
-            .partition(|l| l.file == d.primary.file);
+        let (same, other): (Vec<&Label>, Vec<&Label>) =
+            d.secondary.iter().partition(|l| l.file == d.primary.file);
         let mut labels = vec![labeled(&d.primary, true)];
         labels.extend(same.into_iter().map(|l| labeled(l, false)));
         let related = other
@@ -98,7 +99,13 @@ impl Report {
 
 fn named(sources: &SourceSet, label: &Label) -> NamedSource<String> {
     let file = sources.get(label.file);
-    NamedSource::new(file.path.clone(), file.text.clone())
+    let mut text = file.text.clone();
+    // miette draws nothing for a point at the very end of the text (an unclosed block, the
+    // first byte that is not UTF-8): give it a column to stand on.
+    if label.offset >= text.len() {
+        text.push(' ');
+    }
+    NamedSource::new(file.path.clone(), text)
 }
 
 fn labeled(label: &Label, primary: bool) -> LabeledSpan {

@@ -1,0 +1,284 @@
+//! KDL parse errors → diagnostics in the policy author's words.
+//!
+//! The `kdl` parser's own messages name grammar rules ("Expected identifier string"), some of
+//! its spans start at the beginning of the document, and one mistake can produce several
+//! errors. This module points at the place the parser stopped, rewrites the common messages
+//! (with hints for KDL v1 habits and unquoted units), and keeps one error per line.
+
+use kdl::KdlError;
+
+use crate::diagnostics::{Code, Diagnostic, Label};
+use crate::source::FileId;
+
+const DEFAULT_HELP: &str = "policy files are KDL v2: strings in quotes, properties as key=value, \
+     #true/#false/#inf/#null for keywords";
+
+/// Bare words that KDL v1 read as keywords and KDL v2 rejects.
+const V1_KEYWORDS: &[&str] = &["true", "false", "null", "inf", "-inf", "nan"];
+
+/// One parser error, reworded.
+struct Reworded {
+    offset: usize,
+    len: usize,
+    message: String,
+    label: String,
+    help: String,
+}
+
+/// Turns the parser's errors for one file into diagnostics.
+pub(super) fn report(file: FileId, text: &str, err: KdlError, diags: &mut Vec<Diagnostic>) {
+    let unclosed_block = err
+        .diagnostics
+        .iter()
+        .any(|d| d.message.as_deref() == Some("No closing '}' for child block"));
+    let mut found: Vec<Reworded> = err
+        .diagnostics
+        .into_iter()
+        .filter(|d| {
+            // Always follows "No closing '}'" for the same block, with a span over its body.
+            !(unclosed_block
+                && d.message.as_deref() == Some("Closing '}' was not found after nodes"))
+        })
+        .map(|d| {
+            reword(
+                text,
+                d.message.as_deref().unwrap_or("invalid KDL"),
+                d.label.as_deref(),
+                d.help,
+                d.span.offset().min(text.len()),
+                d.span.len(),
+            )
+        })
+        .collect();
+    found.sort_by_key(|r| r.offset);
+    // One mistake often makes the parser stumble several times on the same line (a KDL v1 raw
+    // string, say); the first report is the one that names the mistake.
+    let mut last_line = None;
+    for r in found {
+        let line = line_of(text, r.offset);
+        if last_line == Some(line) {
+            continue;
+        }
+        last_line = Some(line);
+        diags.push(
+            Diagnostic::error(
+                Code::Syntax,
+                r.message,
+                Label::new(file, r.offset, r.len).with_text(r.label),
+            )
+            .with_help(r.help),
+        );
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+}
+
+/// The end of the run of characters starting at `from` that cannot end a KDL value.
+fn junk_end(text: &str, from: usize) -> usize {
+    text[from..]
+        .find(|c: char| c.is_whitespace() || matches!(c, ';' | '{' | '}' | '(' | ')'))
+        .map_or(text.len(), |i| from + i)
+}
+
+fn reword(
+    text: &str,
+    message: &str,
+    label: Option<&str>,
+    help: Option<String>,
+    offset: usize,
+    len: usize,
+) -> Reworded {
+    let end = (offset + len).min(text.len());
+    let spanned = &text[offset..end];
+    let r = |offset: usize, len: usize, message: String, label: &str, help: String| Reworded {
+        offset,
+        len,
+        message,
+        label: label.to_string(),
+        help,
+    };
+    match message {
+        "No closing '}' for child block" => r(
+            offset,
+            len,
+            "this block is never closed".into(),
+            "`{` without a matching `}`",
+            "add the `}` that ends this block; every `{` needs one".into(),
+        ),
+        "Expected end of document" if spanned.starts_with('}') => r(
+            offset,
+            1,
+            "this `}` does not close any block".into(),
+            "unmatched `}`",
+            "remove it, or add the `{` it was meant to close".into(),
+        ),
+        "Expected end of document" => r(
+            offset,
+            junk_end(text, offset) - offset,
+            "unexpected text after the end of a node".into(),
+            "a new line or `;` is needed before this",
+            "a node ends at the end of its line or at `;`: start the next node on a new line"
+                .into(),
+        ),
+        "Expected property value" => property_value(text, end, help),
+        "Expected identifier string" => {
+            let word = &text[offset..junk_end(text, offset)];
+            bare_value(offset, word, help)
+        }
+        "Unexpected newline in single-line quoted string" => r(
+            offset,
+            len,
+            "this string is not closed before the end of the line".into(),
+            "unclosed string",
+            "add the closing `\"`; text over several lines goes between `\"\"\"` lines".into(),
+        ),
+        "Expected closing of multi-line comment" => r(
+            offset,
+            2.min(len),
+            "this `/*` comment is never closed".into(),
+            "comment starts here",
+            "add `*/` where the comment ends".into(),
+        ),
+        "Found invalid node name" => r(
+            offset,
+            len,
+            format!("`{spanned}` cannot start a node"),
+            "expected a node name",
+            "a node starts with its name, like `queue` or `gpu`: remove the stray character".into(),
+        ),
+        _ => {
+            // Not one of the common cases: keep the parser's words, and point at the place it
+            // stopped if its span reaches back over earlier lines.
+            let (offset, len) = if spanned.contains('\n') {
+                (end, 0)
+            } else {
+                (offset, len)
+            };
+            let label = match label.map(|l| l.strip_prefix("not ").unwrap_or(l)) {
+                Some(what) => format!("expected {what}"),
+                None => "here".to_string(),
+            };
+            r(
+                offset,
+                len,
+                format!("KDL syntax error: {}", lower_first(message)),
+                &label,
+                help.unwrap_or_else(|| DEFAULT_HELP.to_string()),
+            )
+        }
+    }
+}
+
+/// "Expected property value": the parser's span runs from the start of the node (or document)
+/// to the place after `key=` where no value could be read. Point at `key=…` instead.
+fn property_value(text: &str, stop: usize, help: Option<String>) -> Reworded {
+    let line_start = text[..stop].rfind('\n').map_or(0, |i| i + 1);
+    let start = text[line_start..stop]
+        .rfind(char::is_whitespace)
+        .map_or(line_start, |i| line_start + i + 1);
+    let end = junk_end(text, stop);
+    let word = &text[start..end];
+    let (key, value) = word.split_once('=').unwrap_or((word, ""));
+    let value = value.trim_start();
+    let (message, label, help) = if value.is_empty() {
+        (
+            format!("`{key}=` has no value"),
+            "value missing",
+            "write the value right after `=`, like `quota=8`, `window=\"7d\"` or `preemptible=#true`"
+                .to_string(),
+        )
+    } else if let Some(rest) = value.strip_prefix('=') {
+        (
+            format!("`{word}` has one `=` too many"),
+            "two `=`",
+            format!("write `{key}={rest}`"),
+        )
+    } else if value.starts_with('#') {
+        (
+            format!("`{value}` is not a KDL keyword"),
+            "unknown keyword",
+            help.unwrap_or_else(|| DEFAULT_HELP.to_string()),
+        )
+    } else if value.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '.' | '+' | '-'))
+        && value.contains(|c: char| c.is_ascii_alphabetic())
+    {
+        (
+            format!("`{value}` is a number with a unit, which KDL only accepts as a string"),
+            "unit outside quotes",
+            format!("quantities with a unit are strings: write `{key}=\"{value}\"`"),
+        )
+    } else if let Some(v1) = V1_KEYWORDS.iter().find(|k| **k == value) {
+        v1_keyword(v1)
+    } else {
+        (
+            format!("`{value}` is not a KDL value"),
+            "invalid value",
+            format!(
+                "values are numbers (`8`, `0.5`), strings in quotes (`\"{value}\"`) or keywords (`#true`, `#inf`)"
+            ),
+        )
+    };
+    Reworded {
+        offset: start,
+        len: end - start,
+        message,
+        label: label.to_string(),
+        help,
+    }
+}
+
+/// "Expected identifier string": a bare word that KDL v2 does not accept as a string.
+fn bare_value(offset: usize, word: &str, help: Option<String>) -> Reworded {
+    let value = word.split_once('=').map_or(word, |(_, v)| v);
+    let (message, label, help) = if let Some(v1) = V1_KEYWORDS.iter().find(|k| **k == value) {
+        v1_keyword(v1)
+    } else if value.starts_with("r\"") || value.starts_with("r#") {
+        (
+            format!("`{value}` is a KDL v1 raw string"),
+            "KDL v1 syntax",
+            "KDL v2 writes raw strings as #\"…\"#; or use a quoted string, escaping `\\` as `\\\\`"
+                .to_string(),
+        )
+    } else {
+        (
+            format!("`{value}` is not a valid value"),
+            "invalid value",
+            help.map(|h| {
+                if h.starts_with("A valid value was partially parsed") {
+                    "put strings that hold spaces, quotes or `=` in quotes: `\"…\"`".to_string()
+                } else {
+                    h
+                }
+            })
+            .unwrap_or_else(|| DEFAULT_HELP.to_string()),
+        )
+    };
+    Reworded {
+        offset,
+        len: word.len(),
+        message,
+        label: label.to_string(),
+        help,
+    }
+}
+
+fn v1_keyword(word: &str) -> (String, &'static str, String) {
+    (
+        format!("`{word}` is not a value in KDL v2"),
+        "keyword without #",
+        format!("KDL v2 writes keywords with a `#`: `#{word}`"),
+    )
+}
+
+fn lower_first(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
