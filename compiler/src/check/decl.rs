@@ -28,6 +28,9 @@ pub(super) struct Decls {
     pub priority_classes: Vec<PriorityClassDecl>,
     pub placements: Vec<PlacementDecl>,
     pub queues: Vec<QueueDecl>,
+    /// Names of priority classes whose declaration had an error and was left out: references
+    /// to them are not reported again as unknown.
+    pub half_read: Vec<String>,
 }
 
 #[derive(Debug)]

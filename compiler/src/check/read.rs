@@ -637,7 +637,15 @@ impl Reader<'_> {
         };
         self.error(
             Code::InvalidValue,
-            format!("\"{text}\" is not a {what}: expected {}", or_list(&words)),
+            format!(
+                "\"{text}\" is not {} {what}: expected {}",
+                if what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                },
+                or_list(&words)
+            ),
             self.at(entry.span()).with_text(format!("unknown {what}")),
             help,
         );
@@ -819,6 +827,13 @@ fn check_label_key(key: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A valid namespace name close to `name`, if it differs from `name`.
+fn suggest_label(name: &str) -> Option<String> {
+    let dashed = name.replace('.', "-");
+    let s = suggest_name(&dashed, 63).unwrap_or(dashed);
+    (s != name && check_dns_label(&s).is_ok()).then_some(s)
 }
 
 /// A valid name close to `name`, at most `max` characters long, if it differs from `name`.
@@ -1042,6 +1057,9 @@ impl Reader<'_> {
         let description = props
             .get("description")
             .and_then(|e| self.string(e, "`description=\"…\"`"));
+        if let (Some(name), None) = (&name, value) {
+            self.out.half_read.push(name.value.clone());
+        }
         if let (Some(name), Some(value)) = (name, value) {
             self.out.priority_classes.push(PriorityClassDecl {
                 name,
@@ -1176,7 +1194,7 @@ impl Reader<'_> {
                     && let Err(why) = check_dns_label(&ns.value)
                 {
                     let rule = "namespace names are lower-case letters, digits and '-', starting and ending with a letter or digit";
-                    let help = match suggest_name(&ns.value.replace('.', "-"), 63) {
+                    let help = match suggest_label(&ns.value) {
                         Some(s) => format!(
                             "{rule}, like \"{s}\"; \"*\" opens the queue to every namespace"
                         ),
@@ -1296,5 +1314,7 @@ mod tests {
         );
         assert_eq!(suggest_name("ok", 253), None);
         assert_eq!(suggest_name(&"a".repeat(70), 63), Some("a".repeat(63)));
+        assert_eq!(suggest_label("research.ml").as_deref(), Some("research-ml"));
+        assert_eq!(suggest_label("ok"), None);
     }
 }

@@ -40,6 +40,25 @@ fn amount(v: i128, kind: ResourceKind) -> String {
     }
 }
 
+/// How sentences name a resource: "GPUs", "CPU", "memory".
+fn noun(kind: ResourceKind) -> &'static str {
+    match kind {
+        ResourceKind::Gpu => "GPUs",
+        ResourceKind::Cpu => "CPU",
+        ResourceKind::Memory => "memory",
+    }
+}
+
+/// "\"a\", \"b\" and \"c\"".
+fn and_list(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// "an unlimited amount of GPUs".
 fn unlimited(kind: ResourceKind) -> &'static str {
     match kind {
@@ -71,8 +90,11 @@ struct Tree {
 }
 
 impl Resolver<'_> {
+    /// Whether a name could be declared where the checker could not see it: in a file that
+    /// did not parse, or in a declaration that had an error of its own.
     fn maybe_unread(&self, name: &str) -> bool {
         self.unread.iter().any(|text| text.contains(name))
+            || self.decls.half_read.iter().any(|n| n == name)
     }
 
     fn push(&mut self, d: Diagnostic) {
@@ -439,7 +461,8 @@ impl Resolver<'_> {
                     Diagnostic::warning(
                         Code::QueueCannotRun,
                         format!(
-                            "queue \"{name}\" has a {k} quota of 0 and an over-quota weight of 0, so its fair share of {k} is always 0"
+                            "queue \"{name}\" has a {k} quota of 0 and an over-quota weight of 0, so its fair share of {} is always 0",
+                            noun(kind)
                         ),
                         r.weight_at
                             .clone()
@@ -447,7 +470,8 @@ impl Resolver<'_> {
                             .with_text("weight 0 with quota 0"),
                     )
                     .with_help(format!(
-                        "its jobs can use {k} only while nobody else wants it, and lose it first; give the queue a {k} quota or a weight above 0, or remove the queue"
+                        "its jobs can use {} only while no other queue wants them, and lose them first; give the queue a {k} quota or a weight above 0, or remove the queue",
+                        noun(kind)
                     )),
                 );
             }
@@ -514,12 +538,8 @@ impl Resolver<'_> {
                 format!("the policy defines no {what}; declare one with a top-level `{node}` node")
             }
             None => format!(
-                "the policy defines {}; declare \"{}\" with a top-level `{node}` node, or name one of those",
-                known
-                    .iter()
-                    .map(|k| format!("\"{k}\""))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                "the policy defines {}; name one of those, or declare \"{}\" with a top-level `{node}` node",
+                and_list(known),
                 named.value
             ),
         };
@@ -654,7 +674,7 @@ impl Resolver<'_> {
                 Code::ChildrenOverQuota,
                 severity,
                 format!(
-                    "the children of queue \"{}\" are guaranteed {total}, more than its own {k} quota of {}",
+                    "the children of queue \"{}\" are guaranteed {total}, more than its own quota of {}",
                     p.name.value,
                     amount(pq as i128, kind)
                 ),
@@ -706,8 +726,7 @@ impl Resolver<'_> {
             let mut diag = Diagnostic::error(
                 Code::OverCapacity,
                 format!(
-                    "top-level queues are guaranteed {total}, more than the cluster's {} capacity of {}",
-                    kind.name(),
+                    "top-level queues are guaranteed {total}, more than the cluster's capacity of {}",
                     amount(cap as i128, kind)
                 ),
                 cap_at.with_text("declared capacity"),
