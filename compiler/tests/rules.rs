@@ -15,9 +15,10 @@ use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
+use kai_policy_compiler::check::MAX_QUEUES;
 use kai_policy_compiler::check::{Checked, check};
 use kai_policy_compiler::diagnostics::{Code, HumanStyle, render_human, render_json};
-use kai_policy_compiler::source::{MAX_FILE_BYTES, SourceSet, load_dir};
+use kai_policy_compiler::source::{MAX_FILE_BYTES, MAX_FILES, SourceSet, load_dir};
 
 const FIXTURES: &str = "tests/fixtures";
 
@@ -30,7 +31,11 @@ struct Fixture {
 
 impl Fixture {
     fn codes(&self) -> BTreeSet<&'static str> {
-        self.checked.diagnostics.iter().map(|d| d.code.id()).collect()
+        self.checked
+            .diagnostics
+            .iter()
+            .map(|d| d.code.id())
+            .collect()
     }
 
     fn human(&self) -> String {
@@ -130,7 +135,9 @@ fn fixture_names_are_specifications() {
                 "{name}: a policy is returned exactly when there is no error"
             );
         } else {
-            panic!("fixture {name} must be named `valid-…` or after the code it shows (`KP0007-…`)");
+            panic!(
+                "fixture {name} must be named `valid-…` or after the code it shows (`KP0007-…`)"
+            );
         }
     }
 }
@@ -191,4 +198,34 @@ fn a_file_that_is_not_utf8_is_reported_not_read() {
     assert!(checked.policy.is_none());
     insta::assert_snapshot!("not_utf8_human", human);
     insta::assert_snapshot!("not_utf8_json", json);
+}
+
+/// One queue more than the checker accepts: one diagnostic, not one per queue.
+#[test]
+fn a_policy_with_too_many_queues_is_reported_once() {
+    let mut text = String::new();
+    for i in 0..=MAX_QUEUES {
+        text.push_str(&format!("queue \"q{i}\" {{ namespaces \"*\"; }}\n"));
+    }
+    let (human, json, checked) = check_temp(&[("many.kdl", text.into_bytes())]);
+    assert!(checked.policy.is_none());
+    insta::assert_snapshot!("too_many_queues_human", human);
+    insta::assert_snapshot!("too_many_queues_json", json);
+}
+
+/// One file more than the checker reads: reported, and the files it did read are checked.
+#[test]
+fn a_policy_with_too_many_files_is_reported() {
+    let files: Vec<(String, Vec<u8>)> = (0..=MAX_FILES)
+        .map(|i| {
+            let text = format!("queue \"q{i:05}\" {{ namespaces \"*\"; }}\n");
+            (format!("q{i:05}.kdl"), text.into_bytes())
+        })
+        .collect();
+    let borrowed: Vec<(&str, Vec<u8>)> =
+        files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+    let (human, json, checked) = check_temp(&borrowed);
+    assert!(checked.policy.is_none());
+    insta::assert_snapshot!("too_many_files_human", human);
+    insta::assert_snapshot!("too_many_files_json", json);
 }

@@ -45,8 +45,8 @@ pub(super) fn report(file: FileId, text: &str, err: KdlError, diags: &mut Vec<Di
                 d.message.as_deref().unwrap_or("invalid KDL"),
                 d.label.as_deref(),
                 d.help,
-                d.span.offset().min(text.len()),
-                d.span.len(),
+                boundary(text, d.span.offset()),
+                boundary(text, d.span.offset() + d.span.len()) - boundary(text, d.span.offset()),
             )
         })
         .collect();
@@ -71,6 +71,15 @@ pub(super) fn report(file: FileId, text: &str, err: KdlError, diags: &mut Vec<Di
     }
 }
 
+/// `i`, moved back to the start of the character it falls in, and at most `text.len()`.
+fn boundary(text: &str, i: usize) -> usize {
+    let mut i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
@@ -80,6 +89,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// The end of the run of characters starting at `from` that cannot end a KDL value.
 fn junk_end(text: &str, from: usize) -> usize {
+    let from = boundary(text, from);
     text[from..]
         .find(|c: char| c.is_whitespace() || matches!(c, ';' | '{' | '}' | '(' | ')'))
         .map_or(text.len(), |i| from + i)
@@ -93,7 +103,7 @@ fn reword(
     offset: usize,
     len: usize,
 ) -> Reworded {
-    let end = (offset + len).min(text.len());
+    let end = boundary(text, offset + len);
     let spanned = &text[offset..end];
     let r = |offset: usize, len: usize, message: String, label: &str, help: String| Reworded {
         offset,
@@ -146,8 +156,11 @@ fn reword(
         ),
         "Found invalid node name" => r(
             offset,
-            len,
-            format!("`{spanned}` cannot start a node"),
+            spanned.chars().next().map_or(0, char::len_utf8),
+            format!(
+                "`{}` cannot start a node",
+                spanned.chars().next().unwrap_or(' ')
+            ),
             "expected a node name",
             "a node starts with its name, like `queue` or `gpu`: remove the stray character".into(),
         ),
@@ -177,6 +190,7 @@ fn reword(
 /// "Expected property value": the parser's span runs from the start of the node (or document)
 /// to the place after `key=` where no value could be read. Point at `key=…` instead.
 fn property_value(text: &str, stop: usize, help: Option<String>) -> Reworded {
+    let stop = boundary(text, stop);
     let line_start = text[..stop].rfind('\n').map_or(0, |i| i + 1);
     let start = text[line_start..stop]
         .rfind(char::is_whitespace)
@@ -280,5 +294,52 @@ fn lower_first(s: &str) -> String {
     match chars.next() {
         Some(c) => c.to_lowercase().chain(chars).collect(),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(text: &str) -> Vec<(usize, String)> {
+        let mut diags = Vec::new();
+        if let Err(err) = text.parse::<kdl::KdlDocument>() {
+            report(FileId(0), text, err, &mut diags);
+        }
+        diags
+            .into_iter()
+            .map(|d| (d.primary.offset, d.message))
+            .collect()
+    }
+
+    #[test]
+    fn spans_point_at_the_mistake_not_the_start_of_the_file() {
+        let text = "queue \"a\" {\n    gpu quota=\n}\n";
+        let found = messages(text);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(&text[found[0].0..found[0].0 + 6], "quota=");
+    }
+
+    #[test]
+    fn odd_text_never_panics() {
+        for text in [
+            "é=",
+            "q é=é",
+            "a x=1é",
+            "\"é",
+            "a {",
+            "}",
+            "/*é",
+            "a b=#é",
+            "a r\"é",
+            "ü ü=ü\nü{",
+            "a =",
+            "=",
+            "a x==",
+            "\u{feff}a x=",
+            "a\tx=\u{2028}",
+        ] {
+            let _ = messages(text);
+        }
     }
 }
