@@ -81,7 +81,7 @@ fn signed(v: i64, kind: ResourceKind) -> String {
 pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
     let base_report = Report::new(base.policy, base.demand);
     let head_report = Report::new(head.policy, head.demand);
-    let find = |p: &Policy, name: &str| p.queues.iter().position(|q| q.name == name);
+    let (base_index, head_index) = (name_index(base.policy), name_index(head.policy));
     let mut changes = Vec::new();
     let (mut changed, mut added, mut removed) = (Vec::new(), Vec::new(), Vec::new());
     let mut quota_moves: Vec<(String, i64)> = Vec::new();
@@ -97,7 +97,7 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
         delta,
     };
     for (h, hq) in head.policy.queues.iter().enumerate() {
-        let Some(b) = find(base.policy, &hq.name) else {
+        let Some(&b) = base_index.get(hq.name.as_str()) else {
             added.push(hq.name.clone());
             for kind in ResourceKind::ALL {
                 if let Some(r) = hq.resources.get(kind) {
@@ -199,7 +199,7 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
         }
     }
     for bq in &base.policy.queues {
-        if find(head.policy, &bq.name).is_none() {
+        if !head_index.contains_key(bq.name.as_str()) {
             removed.push(bq.name.clone());
             if let Some(Bound::Finite(v)) = bq.resources.gpu.map(|r| r.quota) {
                 quota_moves.push((bq.name.clone(), -v));
@@ -233,6 +233,15 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
         changes,
         objects_diff,
     })
+}
+
+fn name_index(policy: &Policy) -> std::collections::HashMap<&str, usize> {
+    policy
+        .queues
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.name.as_str(), i))
+        .collect()
 }
 
 /// "3 queues changed, 1 added, 0 removed; 4 GPUs of guarantee move from llm-team to vision-team".
