@@ -229,3 +229,40 @@ fn a_policy_with_too_many_files_is_reported() {
     insta::assert_snapshot!("too_many_files_human", human);
     insta::assert_snapshot!("too_many_files_json", json);
 }
+
+/// `docs/diagnostics.md` has a section for every code (anchored by its lower-case id), and the
+/// example in each section produces that code.
+#[test]
+fn the_diagnostics_reference_shows_every_code() {
+    // The limits need inputs far too large to show; the section has a table instead.
+    const WITHOUT_EXAMPLE: &[&str] = &["KP0022"];
+    let doc = std::fs::read_to_string("../docs/diagnostics.md").expect("docs/diagnostics.md");
+    for code in Code::ALL {
+        let heading = format!("## {}\n", code.id().to_lowercase());
+        let start = doc
+            .find(&heading)
+            .unwrap_or_else(|| panic!("docs/diagnostics.md has no `{}`", heading.trim()));
+        let section = &doc[start + heading.len()..];
+        let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+        let example = section
+            .split_once("```kdl\n")
+            .and_then(|(_, rest)| rest.split_once("```"))
+            .map(|(kdl, _)| kdl);
+        match example {
+            None => assert!(
+                WITHOUT_EXAMPLE.contains(&code.id()),
+                "the {} section has no ```kdl example",
+                code.id()
+            ),
+            Some(kdl) => {
+                let (human, _, checked) = check_temp(&[("example.kdl", kdl.as_bytes().to_vec())]);
+                assert!(
+                    checked.diagnostics.iter().any(|d| d.code == *code),
+                    "the {} example does not produce {}:\n{human}",
+                    code.id(),
+                    code.id()
+                );
+            }
+        }
+    }
+}
