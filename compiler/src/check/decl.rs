@@ -72,6 +72,9 @@ pub(super) struct QueueDecl {
     pub display_name: Option<String>,
     pub priority: i32,
     pub parent: Option<Named>,
+    /// `parent=` is written but could not be read (a number, say): the queue's place in the
+    /// tree is unknown.
+    pub parent_unreadable: bool,
     /// The declaration this one is written inside, if nested.
     pub nested_in: Option<usize>,
     /// Indexed by `ResourceKind as usize`.

@@ -1169,6 +1169,7 @@ impl Reader<'_> {
             }),
             display_name,
             priority,
+            parent_unreadable: props.get("parent").is_some() && parent.is_none(),
             parent,
             nested_in,
             resources: Default::default(),

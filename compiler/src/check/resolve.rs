@@ -258,7 +258,10 @@ impl Resolver<'_> {
                         }
                     }
                 }
-                (None, None) => None,
+                (None, None) => {
+                    detached[i] = q.parent_unreadable;
+                    None
+                }
             };
             if !keep[i] {
                 parents[i] = None;

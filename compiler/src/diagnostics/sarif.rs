@@ -14,7 +14,7 @@ pub fn render_sarif(diagnostics: &[Diagnostic], sources: &SourceSet) -> String {
                 "id": c.id(),
                 "name": c.slug(),
                 "shortDescription": { "text": c.summary() },
-                "fullDescription": { "text": format!("{} See docs/diagnostics.md in the kai-policy repository.", c.summary()) },
+                "fullDescription": { "text": format!("{} See docs/diagnostics.md#{} in the kai-policy repository.", c.summary(), c.id().to_lowercase()) },
             })
         })
         .collect();
