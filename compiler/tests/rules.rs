@@ -3,7 +3,7 @@
 //!
 //! A fixture's folder name is part of its specification:
 //! - `KP0013-children-over-quota-warn/` must produce at least one KP0013 diagnostic;
-//! - `valid-everything/` must produce no diagnostic at all.
+//! - `valid-every-feature/` must produce no diagnostic at all, and compile.
 //!
 //! Every diagnostic code must be produced by at least one fixture, so a new rule cannot land
 //! without a fixture that shows what its message looks like.
@@ -15,8 +15,7 @@ use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use kai_policy_compiler::check::MAX_QUEUES;
-use kai_policy_compiler::check::{Checked, check};
+use kai_policy_compiler::check::{Checked, MAX_QUEUES, check};
 use kai_policy_compiler::diagnostics::{Code, HumanStyle, render_human, render_json};
 use kai_policy_compiler::source::{MAX_FILE_BYTES, MAX_FILES, SourceSet, load_dir};
 
