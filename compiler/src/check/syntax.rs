@@ -54,7 +54,10 @@ pub(super) fn report(file: FileId, text: &str, err: KdlError, diags: &mut Vec<Di
     // One mistake often makes the parser stumble several times on the same line (a KDL v1 raw
     // string, say); the first report is the one that names the mistake.
     let mut last_line = None;
-    for r in found {
+    for mut r in found {
+        let end = boundary(text, r.offset + r.len);
+        r.offset = boundary(text, r.offset);
+        r.len = end.saturating_sub(r.offset);
         let line = line_of(text, r.offset);
         if last_line == Some(line) {
             continue;
