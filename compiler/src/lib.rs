@@ -11,6 +11,7 @@ pub mod diagnostics;
 pub mod diff;
 pub mod explain;
 pub mod fairshare;
+pub mod format;
 pub mod git;
 pub mod lower;
 pub mod model;

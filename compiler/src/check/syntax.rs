@@ -195,9 +195,12 @@ fn reword(
 fn property_value(text: &str, stop: usize, help: Option<String>) -> Reworded {
     let stop = boundary(text, stop);
     let line_start = text[..stop].rfind('\n').map_or(0, |i| i + 1);
+    // Step past the whole whitespace character: Unicode spaces are wider than one byte.
     let start = text[line_start..stop]
-        .rfind(char::is_whitespace)
-        .map_or(line_start, |i| line_start + i + 1);
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_whitespace())
+        .map_or(line_start, |(i, c)| line_start + i + c.len_utf8());
     let end = junk_end(text, stop);
     let word = &text[start..end];
     let (key, value) = word.split_once('=').unwrap_or((word, ""));
