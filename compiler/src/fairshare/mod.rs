@@ -7,6 +7,8 @@
 //! over-quota weight (and, with time-based fairness, by past usage); whole units that rounds
 //! cannot split go to the largest remembered fractions. Every number keeps why it is what it is.
 
+pub mod usage;
+
 use crate::model::{Bound, PerResource, Policy};
 use crate::quantity::ResourceKind;
 
