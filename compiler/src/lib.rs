@@ -13,6 +13,7 @@ pub mod explain;
 pub mod fairshare;
 pub mod format;
 pub mod git;
+pub mod import;
 pub mod lower;
 pub mod model;
 pub mod quantity;

@@ -1,0 +1,768 @@
+//! `kai-policy import`: existing KAI `Queue` objects back into a KDL policy.
+//!
+//! The input is YAML as `kubectl get queues -o yaml` prints it (a `v1` `List` with `items`) or a
+//! multi-document stream (what `build` writes); objects of other kinds are skipped with a note.
+//! Each Queue becomes a `queue` node, nested inside its parent's block, with KAI's units turned
+//! back into the policy's: GPU devices stay numbers, millicores become cores or `"500m"`,
+//! megabytes become the shortest exact quantity (`"960Gi"`), `-1` becomes `#inf` (quota) or no
+//! limit, and a resource KAI leaves unbounded both ways with weight 1 is left out (not governed).
+//! Pure: text in, text out; the choices are documented in `docs/language.md` ("Importing").
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::lower::objects::{QueueObject, QueueResource};
+use crate::quantity::{
+    self, Duration, MAX_AMOUNT, QuantityError, ResourceKind, format_quantity, format_thousandths,
+    parse_quantity,
+};
+
+const INDENT: &str = "    ";
+
+/// Why the input could not be imported: which file, which object, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {}{message}", object.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
+pub struct ImportError {
+    /// The input's name (a path, or `-` for stdin).
+    pub file: String,
+    /// The object, when one is to blame: `Queue "llm" (document 2)`.
+    pub object: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A policy made from Queue objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    /// The policy, in `kai-policy fmt`'s canonical layout.
+    pub kdl: String,
+    /// Things the user should know that are not errors: skipped objects, rounded amounts.
+    pub notes: Vec<String>,
+    /// How many queues it holds.
+    pub queues: usize,
+}
+
+/// Imports every Queue of `inputs` (name, YAML text) into one policy.
+pub fn import(inputs: &[(&str, &str)]) -> Result<Imported, ImportError> {
+    let mut notes = Vec::new();
+    let mut queues: Vec<Source> = Vec::new();
+    for (file, text) in inputs {
+        let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ImportError {
+            file: file.to_string(),
+            object: None,
+            message: format!("not valid YAML: {e}"),
+        })?;
+        for (d, document) in documents.into_iter().enumerate() {
+            let at = format!("document {}", d + 1);
+            collect(file, &at, document, &mut queues, &mut notes)?;
+        }
+    }
+    if queues.is_empty() {
+        let files: Vec<&str> = inputs.iter().map(|(f, _)| *f).collect();
+        return Err(ImportError {
+            file: files.join(", "),
+            object: None,
+            message: "no KAI Queue objects (apiVersion scheduling.run.ai/v2, kind Queue) found"
+                .into(),
+        });
+    }
+    let queues = queues
+        .into_iter()
+        .map(|s| convert(s, &mut notes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tree = Tree::new(&queues)?;
+    Ok(Imported {
+        kdl: render(&queues, &tree),
+        notes,
+        queues: queues.len(),
+    })
+}
+
+/// A Queue object and where it came from.
+struct Source {
+    file: String,
+    at: String,
+    object: QueueObject,
+}
+
+impl Source {
+    fn error(&self, message: impl Into<String>) -> ImportError {
+        ImportError {
+            file: self.file.clone(),
+            object: Some(format!(
+                "Queue \"{}\" ({})",
+                self.object.metadata.name, self.at
+            )),
+            message: message.into(),
+        }
+    }
+}
+
+/// Sorts one YAML document: a list's items, a Queue, or something to skip.
+fn collect(
+    file: &str,
+    at: &str,
+    document: Value,
+    queues: &mut Vec<Source>,
+    notes: &mut Vec<String>,
+) -> Result<(), ImportError> {
+    let error = |object: String, message: String| ImportError {
+        file: file.to_string(),
+        object: Some(object),
+        message,
+    };
+    let Value::Object(mut map) = document else {
+        return match document {
+            Value::Null => Ok(()),
+            other => Err(error(
+                at.to_string(),
+                format!(
+                    "is {}, not a Kubernetes object (expected YAML like `kubectl get queues -o yaml` prints)",
+                    describe(&other)
+                ),
+            )),
+        };
+    };
+    let text = |key: &str| {
+        map.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (kind, api_version) = (text("kind"), text("apiVersion"));
+    let name = map
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if kind.is_empty() {
+        return Err(error(
+            at.to_string(),
+            "is not a Kubernetes object: it has no `kind` (expected YAML like `kubectl get queues -o yaml` prints)".into(),
+        ));
+    }
+    if kind.ends_with("List") {
+        let Some(Value::Array(items)) = map.remove("items") else {
+            return Err(error(
+                format!("{kind} ({at})"),
+                "has no `items` list".into(),
+            ));
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            collect(file, &format!("{at}, item {}", i + 1), item, queues, notes)?;
+        }
+        return Ok(());
+    }
+    if kind != "Queue" || !api_version.starts_with("scheduling.run.ai/") {
+        let name = name.map(|n| format!(" \"{n}\"")).unwrap_or_default();
+        notes.push(format!(
+            "{file}: skipped {kind}{name} ({at}, apiVersion {api_version:?}): not a KAI Queue"
+        ));
+        return Ok(());
+    }
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        return Err(error(
+            format!("Queue ({at})"),
+            "has no metadata.name".into(),
+        ));
+    };
+    let object = format!("Queue \"{name}\" ({at})");
+    // Only the name matters from metadata; spec is KAI's, with Go's zero values when unset.
+    map.insert("metadata".into(), serde_json::json!({ "name": name }));
+    let spec = map
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if spec.is_null() {
+        *spec = Value::Object(Default::default());
+    }
+    validate_spec(spec).map_err(|m| error(object.clone(), m))?;
+    let queue: QueueObject = serde_json::from_value(Value::Object(map))
+        .map_err(|e| error(object.clone(), format!("is not a valid KAI Queue: {e}")))?;
+    queues.push(Source {
+        file: file.to_string(),
+        at: at.to_string(),
+        object: queue,
+    });
+    Ok(())
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "empty".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) if s.chars().count() > 40 => {
+            format!("the text \"{}…\"", s.chars().take(40).collect::<String>())
+        }
+        Value::String(s) => format!("the text {s:?}"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a mapping".into(),
+    }
+}
+
+/// Checks the types of the spec fields we read, so that a bad value gets a message that names
+/// the field instead of a deserializer's.
+fn validate_spec(spec: &Value) -> Result<(), String> {
+    let Value::Object(spec) = spec else {
+        return Err(format!("spec is {}, not a mapping", describe(spec)));
+    };
+    for field in [
+        "displayName",
+        "parentQueue",
+        "preemptMinRuntime",
+        "reclaimMinRuntime",
+    ] {
+        match spec.get(field) {
+            None | Some(Value::Null | Value::String(_)) => {}
+            Some(other) => return Err(format!("spec.{field} is {}, not text", describe(other))),
+        }
+    }
+    match spec.get("priority") {
+        None | Some(Value::Null) => {}
+        Some(Value::Number(n)) if n.is_i64() => {}
+        Some(other) => {
+            return Err(format!(
+                "spec.priority is {}, not a whole number",
+                describe(other)
+            ));
+        }
+    }
+    let resources = match spec.get("resources") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(r)) => r,
+        Some(other) => {
+            return Err(format!(
+                "spec.resources is {}, not a mapping",
+                describe(other)
+            ));
+        }
+    };
+    for kind in ResourceKind::ALL {
+        let resource = match resources.get(kind.name()) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Object(r)) => r,
+            Some(other) => {
+                return Err(format!(
+                    "spec.resources.{} is {}, not a mapping",
+                    kind.name(),
+                    describe(other)
+                ));
+            }
+        };
+        for field in ["quota", "limit", "overQuotaWeight"] {
+            match resource.get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::Number(n)) if n.as_f64().is_some_and(f64::is_finite) => {}
+                Some(other) => {
+                    return Err(format!(
+                        "spec.resources.{}.{field} is {}, not a number",
+                        kind.name(),
+                        describe(other)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A quota or limit in stored units (GPU milli-devices, millicores, bytes); `None` is unlimited.
+type Amount = Option<i64>;
+
+/// How a queue governs one resource, in the policy's terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Governed {
+    quota: Amount,
+    limit: Amount,
+    weight: f64,
+}
+
+/// A queue ready to print.
+#[derive(Debug)]
+struct Queue {
+    name: String,
+    file: String,
+    at: String,
+    display_name: Option<String>,
+    priority: Option<i64>,
+    parent: Option<String>,
+    /// Per kind; `None` where not governed.
+    resources: [Option<Governed>; 3],
+    preempt: Option<Duration>,
+    reclaim: Option<Duration>,
+    /// Comments to print above each resource's line.
+    comments: [Vec<String>; 3],
+}
+
+fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError> {
+    let spec = &source.object.spec;
+    let mut comments: [Vec<String>; 3] = Default::default();
+    let mut resources = [None; 3];
+    for ((slot, comments), kind) in resources
+        .iter_mut()
+        .zip(&mut comments)
+        .zip(ResourceKind::ALL)
+    {
+        *slot = match spec.resources.get(kind) {
+            None => {
+                comments.push(format!(
+                    "spec.resources.{} was not set, which KAI reads as quota 0, limit 0, weight 0",
+                    kind.name()
+                ));
+                Some(Governed {
+                    quota: Some(0),
+                    limit: Some(0),
+                    weight: 0.0,
+                })
+            }
+            Some(r) => governed(r, kind, &source, comments)?,
+        };
+    }
+    for c in comments.iter().flatten() {
+        if c.contains("rounded") {
+            notes.push(format!(
+                "{}: Queue \"{}\": {c}",
+                source.file, source.object.metadata.name
+            ));
+        }
+    }
+    let duration = |field: &str, text: &Option<String>| -> Result<Option<Duration>, ImportError> {
+        text.as_deref()
+            .map(|t| parse_go_duration(t).map_err(|m| source.error(format!("spec.{field} {m}"))))
+            .transpose()
+    };
+    Ok(Queue {
+        name: source.object.metadata.name.clone(),
+        display_name: spec.display_name.clone(),
+        priority: spec.priority,
+        parent: spec.parent_queue.clone().filter(|p| !p.is_empty()),
+        resources,
+        preempt: duration("preemptMinRuntime", &spec.preempt_min_runtime)?,
+        reclaim: duration("reclaimMinRuntime", &spec.reclaim_min_runtime)?,
+        comments,
+        file: source.file,
+        at: source.at,
+    })
+}
+
+/// One resource of a Queue in the policy's terms; `None` when KAI leaves it ungoverned
+/// (`quota: -1, limit: -1, overQuotaWeight: 1`).
+fn governed(
+    r: &QueueResource,
+    kind: ResourceKind,
+    source: &Source,
+    comments: &mut Vec<String>,
+) -> Result<Option<Governed>, ImportError> {
+    let mut bound = |field: &str, value: f64| -> Result<Amount, ImportError> {
+        if value == -1.0 {
+            return Ok(None);
+        }
+        let field = format!("spec.resources.{}.{field}", kind.name());
+        if value < 0.0 {
+            return Err(source.error(format!(
+                "{field} is {value}; KAI uses -1 for unlimited, and other negative amounts mean nothing"
+            )));
+        }
+        let (amount, rounded) =
+            stored_units(value, kind).map_err(|m| source.error(format!("{field} {m}")))?;
+        if rounded {
+            comments.push(format!(
+                "{field} {value} was rounded to {}, the finest amount a policy states",
+                format_quantity(amount, kind)
+            ));
+        }
+        Ok(Some(amount))
+    };
+    let quota = bound("quota", r.quota.0)?;
+    let limit = bound("limit", r.limit.0)?;
+    let weight = r.over_quota_weight.0;
+    if weight < 0.0 {
+        return Err(source.error(format!(
+            "spec.resources.{}.overQuotaWeight is {weight}; weights cannot be negative",
+            kind.name()
+        )));
+    }
+    if quota.is_none() && limit.is_none() && weight == 1.0 {
+        return Ok(None);
+    }
+    Ok(Some(Governed {
+        quota,
+        limit,
+        weight,
+    }))
+}
+
+/// A KAI amount (devices, millicores, megabytes) in stored units, exactly when the decimal KAI
+/// holds allows it, else rounded to the nearest unit (`true`).
+fn stored_units(value: f64, kind: ResourceKind) -> Result<(i64, bool), String> {
+    let (suffix, per_kai_unit) = match kind {
+        ResourceKind::Gpu => ("", 1000.0),
+        ResourceKind::Cpu => ("m", 1.0),
+        ResourceKind::Memory => ("M", 1e6),
+    };
+    // f64's Display is the shortest decimal that reads back as the same number, never with an
+    // exponent: the decimal the YAML held (or one KAI cannot tell from it).
+    match parse_quantity(&format!("{value}{suffix}"), kind) {
+        Ok(v) => Ok((v, false)),
+        Err(QuantityError::TooPrecise { .. }) => {
+            let v = (value * per_kai_unit).round();
+            if v > MAX_AMOUNT as f64 {
+                Err(format!("is {value}, too large"))
+            } else {
+                Ok((v as i64, true))
+            }
+        }
+        Err(QuantityError::TooLarge(_)) => Err(format!("is {value}, too large")),
+        Err(e) => Err(format!("is {value}: {e}")),
+    }
+}
+
+/// Parses a Go duration (`1h30m0s`, `300s`, `1.5h`, `0`) into whole seconds.
+pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "is {text:?}, not a duration (Go's syntax, like \"1h30m0s\" or \"300s\", is expected)"
+        )
+    };
+    let mut rest = text.trim();
+    if let Some(r) = rest.strip_prefix('+') {
+        rest = r;
+    }
+    let negative = rest.starts_with('-');
+    if negative {
+        rest = &rest[1..];
+    }
+    if rest == "0" {
+        return Ok(Duration(0));
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    const UNITS: [(&str, u128); 8] = [
+        ("ns", 1),
+        ("us", 1_000),
+        ("\u{b5}s", 1_000),
+        ("\u{3bc}s", 1_000),
+        ("ms", 1_000_000),
+        ("s", 1_000_000_000),
+        ("m", 60_000_000_000),
+        ("h", 3_600_000_000_000),
+    ];
+    let mut nanos: u128 = 0;
+    while !rest.is_empty() {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, after) = rest.split_at(end);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if (whole.is_empty() && fraction.is_empty()) || whole.len() > 20 || fraction.len() > 20 {
+            return Err(bad());
+        }
+        let (unit, scale) = UNITS
+            .iter()
+            .filter(|(u, _)| after.starts_with(u))
+            .max_by_key(|(u, _)| u.len())
+            .ok_or_else(bad)?;
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| bad())?
+        };
+        let fraction_value: u128 = if fraction.is_empty() {
+            0
+        } else {
+            fraction.parse().map_err(|_| bad())?
+        };
+        let fraction_nanos = fraction_value * scale / 10u128.pow(fraction.len() as u32);
+        nanos = whole
+            .checked_mul(*scale)
+            .and_then(|n| n.checked_add(fraction_nanos))
+            .and_then(|n| n.checked_add(nanos))
+            .ok_or_else(bad)?;
+        rest = &after[unit.len()..];
+    }
+    if negative && nanos != 0 {
+        return Err(format!("is {text:?}, a negative duration"));
+    }
+    if !nanos.is_multiple_of(1_000_000_000) {
+        return Err(format!(
+            "is {text:?}, not a whole number of seconds (policy durations are whole seconds)"
+        ));
+    }
+    let seconds = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad())?;
+    let duration = Duration(seconds);
+    // The policy's own limit (ten years): what the checker would accept back.
+    quantity::parse_duration(&duration.to_string())
+        .map_err(|_| format!("is {text:?}, longer than a policy may state (ten years)"))?;
+    Ok(duration)
+}
+
+/// The queue tree: children in input order, roots in input order.
+struct Tree {
+    roots: Vec<usize>,
+    children: Vec<Vec<usize>>,
+    /// Whether the queue's parent is among the imported queues.
+    parent_found: Vec<bool>,
+}
+
+impl Tree {
+    fn new(queues: &[Queue]) -> Result<Self, ImportError> {
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for (i, q) in queues.iter().enumerate() {
+            if let Some(&first) = index.get(q.name.as_str()) {
+                let f = &queues[first];
+                return Err(ImportError {
+                    file: q.file.clone(),
+                    object: Some(format!("Queue \"{}\" ({})", q.name, q.at)),
+                    message: format!(
+                        "a queue of this name was already imported from {} ({})",
+                        f.file, f.at
+                    ),
+                });
+            }
+            index.insert(&q.name, i);
+        }
+        let parent: Vec<Option<usize>> = queues
+            .iter()
+            .map(|q| q.parent.as_deref().and_then(|p| index.get(p).copied()))
+            .collect();
+        // A parent chain that never ends is a cycle: walk each chain once, iteratively.
+        let mut state: Vec<u8> = vec![0; queues.len()]; // 0 unseen, 1 on the current path, 2 done
+        for start in 0..queues.len() {
+            let mut path: Vec<usize> = Vec::new();
+            let mut at = Some(start);
+            while let Some(i) = at {
+                match state[i] {
+                    2 => break,
+                    1 => {
+                        let from = path.iter().position(|&p| p == i).unwrap_or(0);
+                        let mut names: Vec<&str> = path[from..]
+                            .iter()
+                            .map(|&p| queues[p].name.as_str())
+                            .collect();
+                        names.push(&queues[i].name);
+                        let q = &queues[i];
+                        return Err(ImportError {
+                            file: q.file.clone(),
+                            object: Some(format!("Queue \"{}\" ({})", q.name, q.at)),
+                            message: format!(
+                                "spec.parentQueue makes a cycle: {}",
+                                names.join(" → ")
+                            ),
+                        });
+                    }
+                    _ => {
+                        state[i] = 1;
+                        path.push(i);
+                        at = parent[i];
+                    }
+                }
+            }
+            for p in path {
+                state[p] = 2;
+            }
+        }
+        let mut roots = Vec::new();
+        let mut children = vec![Vec::new(); queues.len()];
+        for (i, p) in parent.iter().enumerate() {
+            match p {
+                Some(p) => children[*p].push(i),
+                None => roots.push(i),
+            }
+        }
+        Ok(Tree {
+            roots,
+            children,
+            parent_found: parent.iter().map(Option::is_some).collect(),
+        })
+    }
+}
+
+/// A KDL string, always quoted.
+fn kdl_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if c.is_control()
+                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200E}'..='\u{200F}'
+                    | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}') =>
+            {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// An amount as the policy writes it: GPUs and CPU cores as numbers (`24.5`, `32.5`), less than
+/// a core in millicores (`"500m"`), memory as the shortest exact quantity (`"960Gi"`).
+fn amount_text(amount: Amount, kind: ResourceKind) -> String {
+    match (amount, kind) {
+        (None, _) => "#inf".into(),
+        (Some(0), _) => "0".into(),
+        (Some(v), ResourceKind::Gpu) => format_thousandths(v),
+        (Some(v), ResourceKind::Cpu) if v >= 1000 => format_thousandths(v),
+        (Some(v), kind) => kdl_string(&format_quantity(v, kind)),
+    }
+}
+
+fn resource_line(kind: ResourceKind, g: &Governed) -> String {
+    let mut line = format!("{} quota={}", kind.name(), amount_text(g.quota, kind));
+    if g.limit.is_some() {
+        line.push_str(&format!(" limit={}", amount_text(g.limit, kind)));
+    }
+    if g.weight != 1.0 {
+        line.push_str(&format!(" weight={}", g.weight));
+    }
+    line
+}
+
+fn render(queues: &[Queue], tree: &Tree) -> String {
+    let mut lines: Vec<String> = vec![
+        "// Imported by `kai-policy import` from KAI Queue objects.".into(),
+        "// KAI queues carry no namespace rules: every leaf queue is open to all namespaces".into(),
+        "// (`namespaces \"*\"`) until you list the namespaces whose pods belong to it.".into(),
+    ];
+    /// A step of the walk: open a queue at a depth (with the min-runtimes it inherits), or close one.
+    enum Step {
+        Open(usize, usize, [Option<Duration>; 2]),
+        Close(usize),
+    }
+    let mut stack: Vec<Step> = tree
+        .roots
+        .iter()
+        .rev()
+        .map(|&r| Step::Open(r, 0, [None, None]))
+        .collect();
+    while let Some(step) = stack.pop() {
+        let (i, depth, inherited) = match step {
+            Step::Close(depth) => {
+                lines.push(format!("{}}}", INDENT.repeat(depth)));
+                continue;
+            }
+            Step::Open(i, depth, inherited) => (i, depth, inherited),
+        };
+        let q = &queues[i];
+        let pad = INDENT.repeat(depth);
+        let inner = INDENT.repeat(depth + 1);
+        if depth == 0 {
+            lines.push(String::new());
+        }
+        let mut head = format!("{pad}queue {}", kdl_string(&q.name));
+        if let Some(parent) = &q.parent
+            && !tree.parent_found[i]
+        {
+            lines.push(format!(
+                "{pad}// parent {} is not among the imported queues: import it too, or define it",
+                kdl_string(parent)
+            ));
+            head.push_str(&format!(" parent={}", kdl_string(parent)));
+        }
+        if let Some(d) = &q.display_name {
+            head.push_str(&format!(" display-name={}", kdl_string(d)));
+        }
+        if let Some(p) = q.priority.filter(|&p| p != 100) {
+            head.push_str(&format!(" priority={p}"));
+        }
+        lines.push(format!("{head} {{"));
+        for ((kind, g), comments) in ResourceKind::ALL.iter().zip(&q.resources).zip(&q.comments) {
+            for c in comments {
+                lines.push(format!("{inner}// {c}"));
+            }
+            if let Some(g) = g {
+                lines.push(format!("{inner}{}", resource_line(*kind, g)));
+            }
+        }
+        // Min-runtimes inherit in the policy, not in KAI: write each where it differs from what
+        // the queue would inherit. A queue without one under a parent with one gets "0s".
+        let mut resolved = inherited;
+        let mut props = Vec::new();
+        for (slot, (key, own)) in [("preempt", q.preempt), ("reclaim", q.reclaim)]
+            .into_iter()
+            .enumerate()
+        {
+            if own == inherited[slot] {
+                continue;
+            }
+            let value = own.unwrap_or(Duration(0));
+            if own.is_none() {
+                lines.push(format!(
+                    "{inner}// the Queue has no {key} min-runtime; \"0s\" keeps it from inheriting its parent's"
+                ));
+            }
+            props.push(format!("{key}={}", kdl_string(&value.to_string())));
+            resolved[slot] = Some(value);
+        }
+        if !props.is_empty() {
+            lines.push(format!("{inner}min-runtime {}", props.join(" ")));
+        }
+        let children = &tree.children[i];
+        if children.is_empty() {
+            lines.push(format!(
+                "{inner}// TODO: list the namespaces whose pods belong to this queue"
+            ));
+            lines.push(format!("{inner}namespaces \"*\""));
+        }
+        stack.push(Step::Close(depth));
+        for &c in children.iter().rev() {
+            stack.push(Step::Open(c, depth + 1, resolved));
+        }
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_to_whole_seconds() {
+        for (text, seconds) in [
+            ("1h30m0s", 5400),
+            ("300s", 300),
+            ("5m", 300),
+            ("1.5h", 5400),
+            ("0", 0),
+            ("0s", 0),
+            ("1500ms500ms", 2),
+            ("2h45m", 9900),
+            ("168h0m0s", 604_800),
+        ] {
+            assert_eq!(parse_go_duration(text), Ok(Duration(seconds)), "{text}");
+        }
+        for bad in ["", "5", "1.5s", "-5m", "5x", "h", "1e3s", "99999999999h"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad} must be rejected");
+        }
+    }
+
+    #[test]
+    fn kai_amounts_become_stored_units_exactly() {
+        assert_eq!(stored_units(24.5, ResourceKind::Gpu), Ok((24_500, false)));
+        assert_eq!(stored_units(500.0, ResourceKind::Cpu), Ok((500, false)));
+        assert_eq!(
+            stored_units(1030792.15104, ResourceKind::Memory),
+            Ok((960 << 30, false))
+        );
+        assert_eq!(stored_units(0.0005, ResourceKind::Gpu), Ok((1, true)));
+        assert!(stored_units(1e30, ResourceKind::Memory).is_err());
+    }
+
+    #[test]
+    fn strings_are_quoted_for_kdl() {
+        assert_eq!(kdl_string("a \"b\" \\ c\n"), r#""a \"b\" \\ c\n""#);
+        assert_eq!(kdl_string("\u{1}"), r#""\u{1}""#);
+    }
+}
