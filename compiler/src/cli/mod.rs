@@ -3,6 +3,8 @@
 
 mod diff;
 mod explain;
+mod fmt;
+mod import;
 mod output;
 
 use std::io::{IsTerminal, Write};
@@ -42,6 +44,10 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// Compare the policy at two Git revisions: queues, fair shares and rendered objects.
     Diff(diff::DiffArgs),
+    /// Rewrite policy files in the canonical layout, keeping comments (`--check`: change nothing).
+    Fmt(fmt::FmtArgs),
+    /// Turn KAI Queue YAML (`kubectl get queues -o yaml`) into a KDL policy on stdout.
+    Import(import::ImportArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -149,6 +155,8 @@ pub fn run() -> u8 {
         Command::Schema(args) => schema_command(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Diff(args) => diff::run(&args),
+        Command::Fmt(args) => fmt::run(&args),
+        Command::Import(args) => import::run(&args),
     };
     match result {
         Ok(status) => status,

@@ -1,0 +1,213 @@
+//! `kai-policy fmt` and `kai-policy import` as authors, CI jobs and platform teams run them.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use kai_policy_e2e::*;
+use serde_json::Value;
+
+fn temp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+const MESSY: &str = "// Research's queues.\nqueue \"research\"{\n  gpu quota = 8 // eight GPUs\n\n\n  queue \"llm\" { gpu quota=2; namespaces \"llm\"; }\n}\n";
+const CANONICAL: &str = "// Research's queues.\nqueue \"research\" {\n    gpu quota=8 // eight GPUs\n\n    queue \"llm\" {\n        gpu quota=2\n        namespaces \"llm\"\n    }\n}\n";
+const TIDY: &str = "queue \"ops\" {\n    gpu quota=1\n    namespaces \"ops\"\n}\n";
+
+fn read(dir: &std::path::Path, path: &str) -> String {
+    std::fs::read_to_string(dir.join(path)).unwrap()
+}
+
+#[test]
+fn the_bundled_example_is_formatted() {
+    let run = kai_policy(&repo_root(), &["fmt", "--check", "policies"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn fmt_rewrites_what_is_not_canonical_and_keeps_comments() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[("policies/a.kdl", MESSY), ("policies/teams/b.kdl", TIDY)],
+    );
+    let run = kai_policy(dir.path(), &["fmt"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.stdout, "policies/a.kdl\n",
+        "only the changed file is listed"
+    );
+    assert_eq!(read(dir.path(), "policies/a.kdl"), CANONICAL);
+    assert_eq!(read(dir.path(), "policies/teams/b.kdl"), TIDY);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("policies"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A second run has nothing to do, and the policy still checks.
+    let again = kai_policy(dir.path(), &["fmt", "--check"]);
+    assert_eq!((again.status, again.stdout.as_str()), (0, ""), "{again:?}");
+    assert_eq!(kai_policy(dir.path(), &["check"]).status, 0);
+}
+
+#[test]
+fn fmt_check_lists_the_files_and_changes_nothing() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[
+            ("pol/a.kdl", MESSY),
+            ("pol/b.kdl", TIDY),
+            ("pol/c.kdl", "x;y\n"),
+        ],
+    );
+    let run = kai_policy(dir.path(), &["fmt", "pol", "--check"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.stdout, "pol/a.kdl\npol/c.kdl\n");
+    assert!(
+        run.stderr
+            .contains("2 files are not in the canonical layout"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(read(dir.path(), "pol/a.kdl"), MESSY);
+    assert_eq!(read(dir.path(), "pol/c.kdl"), "x;y\n");
+}
+
+#[test]
+fn a_syntax_error_anywhere_means_no_file_is_written() {
+    let dir = temp();
+    let broken = "queue \"ops\" {\n    gpu quota=1\n";
+    write_files(
+        dir.path(),
+        &[("policies/a.kdl", MESSY), ("policies/b.kdl", broken)],
+    );
+    for args in [&["fmt"][..], &["fmt", "--check"][..]] {
+        let run = kai_policy(dir.path(), args);
+        assert_eq!(run.status, 1, "{run:?}");
+        assert!(run.stdout.contains("KP0001"), "{}", run.stdout);
+        assert!(run.stdout.contains("policies/b.kdl"), "{}", run.stdout);
+        assert!(run.stderr.contains("no file was written"), "{}", run.stderr);
+        assert_eq!(read(dir.path(), "policies/a.kdl"), MESSY);
+        assert_eq!(read(dir.path(), "policies/b.kdl"), broken);
+    }
+}
+
+#[test]
+fn fmt_of_a_missing_folder_cannot_run() {
+    let dir = temp();
+    let run = kai_policy(dir.path(), &["fmt", "nowhere"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.contains("nowhere"), "{}", run.stderr);
+}
+
+/// Queue objects of a YAML stream by name, without the metadata kai-policy adds.
+fn queues(yaml: &str) -> Vec<(String, Value)> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).unwrap();
+    let mut out: Vec<(String, Value)> = docs
+        .into_iter()
+        .filter(|d| d["kind"] == "Queue")
+        .map(|d| {
+            (
+                d["metadata"]["name"].as_str().unwrap().to_string(),
+                d["spec"].clone(),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn build_then_import_gives_back_the_same_queues() {
+    let dir = temp();
+    copy_example(dir.path());
+    let built = kai_policy(dir.path(), &["build", "--out", "out"]);
+    assert_eq!(built.status, 0, "{built:?}");
+    let imported = kai_policy(dir.path(), &["import", "out/queues.yaml"]);
+    assert_eq!(imported.status, 0, "{imported:?}");
+    assert_eq!(imported.stderr, "", "no notes for kai-policy's own output");
+    assert!(
+        imported.stdout.contains("namespaces \"*\""),
+        "{}",
+        imported.stdout
+    );
+    write_files(dir.path(), &[("imported/all.kdl", &imported.stdout)]);
+    let fmt = kai_policy(dir.path(), &["fmt", "--check", "imported"]);
+    assert_eq!(fmt.status, 0, "import prints the canonical layout: {fmt:?}");
+    let rebuilt = kai_policy(dir.path(), &["build", "imported", "--out", "-"]);
+    assert_eq!(rebuilt.status, 0, "{rebuilt:?}");
+    assert_eq!(
+        queues(&rebuilt.stdout),
+        queues(&read(dir.path(), "out/queues.yaml"))
+    );
+}
+
+#[test]
+fn import_reads_standard_input() {
+    let yaml = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: scheduling.run.ai/v2\n  kind: Queue\n  metadata: {name: solo, uid: abc, resourceVersion: \"7\"}\n  spec: {resources: {gpu: {quota: 2, limit: -1, overQuotaWeight: 1}}}\n  status: {childQueues: []}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: other}\n";
+    let mut child = Command::new(binary("kai-policy"))
+        .args(["import", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let run: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(run.status, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("queue \"solo\" {\n    gpu quota=2\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("note: -: skipped ConfigMap \"other\""),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn import_of_bad_input_exits_2_naming_the_file_and_object() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[
+            ("not-yaml.yaml", "{ this is: [not yaml\n"),
+            (
+                "bad-quota.yaml",
+                "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: greedy}\nspec: {resources: {gpu: {quota: lots}}}\n",
+            ),
+        ],
+    );
+    let run = kai_policy(dir.path(), &["import", "not-yaml.yaml"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .starts_with("error: not-yaml.yaml: not valid YAML"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stdout, "");
+    let run = kai_policy(dir.path(), &["import", "bad-quota.yaml"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("bad-quota.yaml: Queue \"greedy\" (document 1): spec.resources.gpu.quota"),
+        "{}",
+        run.stderr
+    );
+    let run = kai_policy(dir.path(), &["import", "missing.yaml"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.contains("missing.yaml"), "{}", run.stderr);
+    let run = kai_policy(dir.path(), &["import"]);
+    assert_eq!(run.status, 2, "a file is required: {run:?}");
+}
