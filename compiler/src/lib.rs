@@ -12,6 +12,7 @@ pub mod diff;
 pub mod explain;
 pub mod fairshare;
 pub mod format;
+pub mod generate;
 pub mod git;
 pub mod import;
 pub mod lower;
