@@ -94,51 +94,191 @@ fn parse(file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Option<KdlDoc
         );
         return None;
     }
-    match text.parse::<KdlDocument>() {
-        Ok(doc) => Some(doc),
-        Err(err) => {
-            syntax::report(file, text, err, diags);
+    // Guard: the parser runs on a thread of its own with a large stack (see `parse_stack`); a
+    // panic in it becomes a diagnostic, and a document nested too deep is dropped on that thread.
+    let parsed = std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("kdl-parse".into())
+            .stack_size(parse_stack(text.len()));
+        let work = || match text.parse::<KdlDocument>() {
+            Ok(doc) if doc_depth(&doc) > MAX_BRACE_DEPTH => Err(None),
+            Ok(doc) => Ok(doc),
+            Err(mut err) => {
+                // One junk character can be one error: rewording is linear in the file per error.
+                err.diagnostics.truncate(MAX_SYNTAX_ERRORS);
+                let mut found = Vec::new();
+                syntax::report(file, text, err, &mut found);
+                Err(Some(found))
+            }
+        };
+        worker
+            .spawn_scoped(scope, work)
+            .ok()
+            .and_then(|w| w.join().ok())
+    });
+    match parsed {
+        Some(Ok(doc)) => Some(doc),
+        Some(Err(Some(found))) => {
+            diags.extend(found);
+            None
+        }
+        Some(Err(None)) => {
+            diags.push(
+                Diagnostic::error(
+                    Code::PolicyTooLarge,
+                    format!("blocks are nested more than {MAX_BRACE_DEPTH} levels deep"),
+                    Label::new(file, 0, 0).with_text("in this file"),
+                )
+                .with_help(
+                    "policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`",
+                ),
+            );
+            None
+        }
+        None => {
+            diags.push(
+                Diagnostic::error(
+                    Code::Syntax,
+                    "kai-policy could not read this file: its KDL parser failed",
+                    Label::new(file, 0, 0).with_text("in this file"),
+                )
+                .with_help("this is a bug in kai-policy; please report it with this file"),
+            );
             None
         }
     }
 }
 
-/// The offset of the first `{` nested deeper than [`MAX_BRACE_DEPTH`], skipping strings and
-/// comments well enough that real policies never trip it.
+/// The most parser errors reworded per file; the first ones are the ones that matter.
+const MAX_SYNTAX_ERRORS: usize = 100;
+
+/// Stack of the thread that runs the KDL parser on a file of `len` bytes. The `kdl` crate
+/// recurses once per `{` level, per nested `/*` (both bounded by [`too_deep`]), per `*` or `/` in a
+/// block comment and per character it skips while recovering from an error (at most ~0.7 KiB a
+/// byte), and running out of stack aborts the process: 4 KiB of `}` overflow a default 2 MiB
+/// thread. Only the pages the parser touches are ever used.
+fn parse_stack(len: usize) -> usize {
+    (16 << 20) + len.saturating_mul(1024)
+}
+
+/// How deeply a parsed document's child blocks nest.
+fn doc_depth(doc: &KdlDocument) -> usize {
+    doc.nodes()
+        .iter()
+        .filter_map(|n| n.children())
+        .map(|c| 1 + doc_depth(c))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The offset of the first `{` (or `/*`) nested deeper than [`MAX_BRACE_DEPTH`].
+///
+/// The parser recurses once per level, so the count must never come out lower than the parser's,
+/// whatever a stray quote does to where strings seem to start: every `{` counts, even inside a
+/// string or comment, while a `}` there only closes a `{` opened inside the same string or comment.
+/// Strings, raw strings, multi-line strings and nested block comments are tracked as KDL v2 has
+/// them; a single-line string also ends at the line's end.
 fn too_deep(text: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 1;
-            }
+    #[derive(PartialEq)]
+    enum In {
+        Code,
+        Str,
+        MultiStr,
+        Raw { hashes: usize, multi: bool },
+        LineComment,
+        BlockComment(usize),
+    }
+    let b = text.as_bytes();
+    let at = |i: usize, s: &[u8]| b[i..].starts_with(s);
+    let (mut depth, mut floor, mut i, mut mode) = (0usize, 0usize, 0usize, In::Code);
+    while i < b.len() {
+        match b[i] {
             b'{' => {
                 depth += 1;
                 if depth > MAX_BRACE_DEPTH {
                     return Some(i);
                 }
             }
-            b'}' => depth = depth.saturating_sub(1),
+            b'}' if depth > floor => depth -= 1,
             _ => {}
         }
-        i += 1;
+        let (next, end) = match mode {
+            In::Code => {
+                let hashes = match b[i] {
+                    b'#' => b[i..].iter().take_while(|&&c| c == b'#').count(),
+                    _ => 0,
+                };
+                if at(i, b"\"\"\"") {
+                    (Some(In::MultiStr), 3)
+                } else if b[i] == b'"' {
+                    (Some(In::Str), 1)
+                } else if hashes > 0 && at(i + hashes, b"\"") {
+                    let multi = at(i + hashes, b"\"\"\"");
+                    (
+                        Some(In::Raw { hashes, multi }),
+                        hashes + if multi { 3 } else { 1 },
+                    )
+                } else if hashes > 0 {
+                    (None, hashes)
+                } else if at(i, b"//") {
+                    (Some(In::LineComment), 2)
+                } else if at(i, b"/*") {
+                    (Some(In::BlockComment(1)), 2)
+                } else {
+                    (None, 1)
+                }
+            }
+            In::Str => match b[i] {
+                b'\\' if matches!(b.get(i + 1), Some(b'"' | b'\\')) => (None, 2),
+                b'\\' => {
+                    // `\` then whitespace (newlines too) continues the string.
+                    let ws = b[i + 1..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_whitespace())
+                        .count();
+                    (None, 1 + ws)
+                }
+                b'"' | b'\n' => (Some(In::Code), 1),
+                _ => (None, 1),
+            },
+            In::MultiStr if b[i] == b'\\' && matches!(b.get(i + 1), Some(b'"' | b'\\')) => {
+                (None, 2)
+            }
+            In::MultiStr if at(i, b"\"\"\"") => (Some(In::Code), 3),
+            In::Raw { hashes, multi } => {
+                let quote: &[u8] = if multi { b"\"\"\"" } else { b"\"" };
+                let closes = at(i, quote)
+                    && b[i + quote.len()..]
+                        .iter()
+                        .take(hashes)
+                        .take_while(|&&c| c == b'#')
+                        .count()
+                        == hashes;
+                if closes {
+                    (Some(In::Code), quote.len() + hashes)
+                } else if !multi && b[i] == b'\n' {
+                    (Some(In::Code), 1)
+                } else {
+                    (None, 1)
+                }
+            }
+            In::LineComment if b[i] == b'\n' => (Some(In::Code), 1),
+            In::BlockComment(n) if at(i, b"/*") => {
+                if n + 1 > MAX_BRACE_DEPTH {
+                    return Some(i);
+                }
+                (Some(In::BlockComment(n + 1)), 2)
+            }
+            In::BlockComment(1) if at(i, b"*/") => (Some(In::Code), 2),
+            In::BlockComment(n) if at(i, b"*/") => (Some(In::BlockComment(n - 1)), 2),
+            _ => (None, 1),
+        };
+        if let Some(next) = next {
+            floor = if next == In::Code { 0 } else { depth };
+            mode = next;
+        }
+        // No step of more than one byte passes over a brace.
+        i += end;
     }
     None
 }
