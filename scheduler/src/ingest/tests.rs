@@ -1,0 +1,351 @@
+use super::*;
+
+fn options() -> Options {
+    Options {
+        queue_label: "kai.scheduler/queue".into(),
+        scheduler_name: Some("kai-scheduler".into()),
+        origin: None,
+    }
+}
+
+fn parse(text: &str) -> ClusterFile {
+    parse_cluster("cluster.yaml", text, &options()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn fail(text: &str) -> String {
+    parse_cluster("cluster.yaml", text, &options())
+        .expect_err("the file is rejected")
+        .to_string()
+}
+
+const NODE: &str = "
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-01
+  labels: {nvidia.com/gpu.clique: a}
+spec: {unschedulable: true}
+status:
+  allocatable: {nvidia.com/gpu: \"8\", cpu: 63500m, memory: 512Gi, pods: \"110\"}
+";
+
+#[test]
+fn a_list_of_nodes_pods_and_pod_groups() {
+    let file = parse(
+        "
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: gpu-01}
+  status:
+    allocatable: {nvidia.com/gpu: \"8\", cpu: \"64\", memory: 512Gi}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: train-0
+    namespace: research-llm
+    creationTimestamp: \"2026-11-20T10:00:00Z\"
+    labels: {kai.scheduler/queue: llm-team}
+    annotations: {pod-group-name: train}
+  spec:
+    schedulerName: kai-scheduler
+    priorityClassName: background-training
+    terminationGracePeriodSeconds: 120
+    nodeName: gpu-01
+    containers:
+    - name: main
+      image: trainer
+      resources:
+        limits: {nvidia.com/gpu: \"4\"}
+        requests: {cpu: \"8\", memory: 64Gi}
+    - name: sidecar
+      image: logger
+      resources:
+        requests: {cpu: 500m, memory: 1Gi}
+  status:
+    phase: Running
+    startTime: \"2026-11-20T10:02:00Z\"
+- apiVersion: scheduling.run.ai/v2alpha2
+  kind: PodGroup
+  metadata:
+    name: train
+    namespace: research-llm
+    creationTimestamp: \"2026-11-20T09:59:30Z\"
+  spec: {minMember: 2, queue: llm-team, priorityClassName: background-training}
+",
+    );
+    let s = &file.snapshot;
+    assert_eq!(s.nodes.len(), 1);
+    assert_eq!(
+        s.nodes[0].allocatable,
+        Amounts {
+            gpu: 8000,
+            cpu: 64000,
+            memory: 512 << 30
+        }
+    );
+    let pod = &s.pods[0];
+    assert_eq!(pod.key(), "research-llm/train-0");
+    assert_eq!(
+        pod.request,
+        Amounts {
+            gpu: 4000,
+            cpu: 8500,
+            memory: 65 << 30
+        }
+    );
+    assert!(!pod.fractional);
+    assert_eq!(pod.group.as_deref(), Some("train"));
+    assert_eq!(pod.queue.as_deref(), Some("llm-team"));
+    assert_eq!(pod.priority_class.as_deref(), Some("background-training"));
+    assert_eq!(pod.node.as_deref(), Some("gpu-01"));
+    assert_eq!(pod.termination_grace_seconds, 120);
+    assert!(!pod.terminating);
+    // The origin is the earliest time in the file: the pod group's creation.
+    assert_eq!(pod.created, 30);
+    assert_eq!(pod.started, Some(150));
+    assert_eq!(file.taken, 150);
+    assert_eq!(
+        file.origin,
+        Some("2026-11-20T09:59:30Z".parse::<Timestamp>().unwrap())
+    );
+    let group = &s.groups[0];
+    assert_eq!(
+        (group.name.as_str(), group.min_member, group.created),
+        ("train", 2, 0)
+    );
+    assert_eq!(group.queue.as_deref(), Some("llm-team"));
+    assert_eq!(group.priority_class.as_deref(), Some("background-training"));
+    assert!(file.notes.is_empty(), "{:?}", file.notes);
+}
+
+#[test]
+fn a_multi_document_stream_and_node_fields() {
+    let file = parse(&format!(
+        "{NODE}---\n---
+apiVersion: v1
+kind: Pod
+metadata: {{name: p, namespace: ns}}
+spec:
+  schedulerName: kai-scheduler
+  containers: [{{name: c}}]
+"
+    ));
+    let node = &file.snapshot.nodes[0];
+    assert_eq!(node.name, "gpu-01");
+    assert!(node.unschedulable);
+    assert_eq!(node.allocatable.cpu, 63500);
+    assert_eq!(node.gpu_devices(), 8);
+    assert_eq!(node.labels["nvidia.com/gpu.clique"], "a");
+    let pod = &file.snapshot.pods[0];
+    assert_eq!(pod.request, Amounts::default());
+    assert_eq!(
+        (pod.node.as_ref(), pod.started, pod.created),
+        (None, None, 0)
+    );
+    assert_eq!(pod.termination_grace_seconds, DEFAULT_GRACE_SECONDS);
+    assert_eq!((pod.group.as_ref(), pod.queue.as_ref()), (None, None));
+    assert_eq!(file.origin, None);
+}
+
+fn pod(annotations: &str, resources: &str) -> String {
+    format!(
+        "
+apiVersion: v1
+kind: Pod
+metadata:
+  name: nb
+  namespace: ds-analytics
+  annotations: {annotations}
+spec:
+  schedulerName: kai-scheduler
+  containers:
+  - name: c
+    resources: {resources}
+"
+    )
+}
+
+#[test]
+fn gpu_fractions() {
+    let file = parse(&pod("{gpu-fraction: \"0.25\"}", "{requests: {cpu: 1}}"));
+    let p = &file.snapshot.pods[0];
+    assert!(p.fractional);
+    assert_eq!((p.request.gpu, p.request.cpu), (250, 1000));
+    let whole = parse(&pod("{gpu-fraction: \"1\"}", "{}"));
+    assert_eq!(whole.snapshot.pods[0].request.gpu, 1000);
+
+    for bad in ["0", "1.5", "half", "-0.5", "0.0001"] {
+        let e = fail(&pod(&format!("{{gpu-fraction: \"{bad}\"}}"), "{}"));
+        assert!(
+            e.contains("cluster.yaml: Pod ds-analytics/nb: annotation gpu-fraction")
+                && e.contains("(0, 1]"),
+            "{bad}: {e}"
+        );
+    }
+    let e = fail(&pod(
+        "{gpu-fraction: \"0.5\"}",
+        "{limits: {nvidia.com/gpu: 1}}",
+    ));
+    assert!(e.contains("use one or the other"), "{e}");
+}
+
+#[test]
+fn init_containers_raise_the_request() {
+    let file = parse(
+        "
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec:
+  schedulerName: kai-scheduler
+  initContainers:
+  - {name: fetch, resources: {requests: {cpu: \"4\", memory: 1Gi}}}
+  containers:
+  - {name: a, resources: {requests: {cpu: \"1\", memory: 2Gi}}}
+  - {name: b, resources: {requests: {cpu: \"1\"}}}
+",
+    );
+    let r = file.snapshot.pods[0].request;
+    assert_eq!((r.cpu, r.memory), (4000, 2 << 30));
+}
+
+#[test]
+fn bad_quantities_name_the_object_and_the_field() {
+    let e = fail(&pod("{}", "{requests: {cpu: lots}}"));
+    assert_eq!(
+        e,
+        "cluster.yaml: Pod ds-analytics/nb: container c: resources.requests.cpu: `lots` is not a Kubernetes quantity"
+    );
+    let e = fail(&pod("{}", "{limits: {nvidia.com/gpu: 500m}}"));
+    assert!(e.contains("counts whole devices"), "{e}");
+    let e = fail(&NODE.replace("63500m", "many"));
+    assert_eq!(
+        e,
+        "cluster.yaml: Node gpu-01: status.allocatable.cpu: `many` is not a Kubernetes quantity"
+    );
+}
+
+#[test]
+fn missing_names_and_duplicates_are_errors() {
+    let e = fail("apiVersion: v1\nkind: Pod\nmetadata: {namespace: ns}\nspec: {containers: []}\n");
+    assert_eq!(e, "cluster.yaml: Pod (document 1): has no metadata.name");
+    let e = fail(&format!("{NODE}---{NODE}"));
+    assert_eq!(e, "cluster.yaml: Node gpu-01: appears twice in the file");
+    let e = fail("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, metadata: {name: x}}\n");
+    assert_eq!(e, "cluster.yaml: document 1, item 1: has no kind");
+    let e = fail("just text\n");
+    assert!(e.contains("is not a Kubernetes object"), "{e}");
+    let e = fail("a: [b\n");
+    assert!(e.starts_with("cluster.yaml: not valid YAML"), "{e}");
+}
+
+#[test]
+fn bad_types_are_reported_with_the_object() {
+    let e = fail(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nspec: {containers: {}}\n",
+    );
+    assert!(
+        e.starts_with("cluster.yaml: Pod ns/p: not a valid Pod:"),
+        "{e}"
+    );
+    let e = fail(
+        "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: g, namespace: ns}\nspec: {minMember: 0}\n",
+    );
+    assert_eq!(
+        e,
+        "cluster.yaml: PodGroup ns/g: spec.minMember is 0; it must be at least 1"
+    );
+    let e = fail(
+        "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: g, namespace: ns, creationTimestamp: yesterday}\n",
+    );
+    assert!(e.contains("is not an RFC 3339 time"), "{e}");
+}
+
+#[test]
+fn skipped_objects_leave_a_note() {
+    let file = parse(
+        "
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: ns}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: done, namespace: ns}
+  spec: {schedulerName: kai-scheduler, containers: []}
+  status: {phase: Succeeded}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: theirs, namespace: ns}
+  spec: {containers: []}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: system, namespace: kube-system}
+  spec: {nodeName: gpu-01, containers: [{name: c, resources: {requests: {cpu: 100m}}}]}
+- apiVersion: scheduling.run.ai/v2
+  kind: Queue
+  metadata: {name: q}
+",
+    );
+    assert_eq!(
+        file.notes,
+        [
+            "skipped ConfigMap ns/c: v1 ConfigMap is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
+            "skipped Pod ns/done: it has finished (phase Succeeded)",
+            "skipped Pod ns/theirs: it is pending for another scheduler (default-scheduler, not kai-scheduler)",
+            "skipped Queue q: scheduling.run.ai/v2 Queue is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
+        ]
+    );
+    // A bound pod of another scheduler still holds its node's resources.
+    assert_eq!(file.snapshot.pods.len(), 1);
+    assert_eq!(file.snapshot.pods[0].request.cpu, 100);
+}
+
+#[test]
+fn terminating_pods_and_a_given_origin() {
+    let text = "
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: ns
+  creationTimestamp: \"2026-11-20T10:00:00Z\"
+  deletionTimestamp: \"2026-11-20T11:00:00Z\"
+spec:
+  nodeName: gpu-01
+  containers: []
+";
+    let early = Options {
+        origin: Some("2026-11-20T09:00:00Z".parse().unwrap()),
+        ..options()
+    };
+    let file = parse_cluster("f", text, &early).unwrap();
+    let p = &file.snapshot.pods[0];
+    assert!(p.terminating);
+    // Bound with no start time: it started when it was created.
+    assert_eq!((p.created, p.started), (3600, Some(3600)));
+    // The deletion time is a deadline, not an event the snapshot has seen.
+    assert_eq!(file.taken, 3600);
+    // Times before the origin count as 0.
+    let late = Options {
+        origin: Some("2026-11-21T00:00:00Z".parse().unwrap()),
+        ..options()
+    };
+    assert_eq!(
+        parse_cluster("f", text, &late).unwrap().snapshot.pods[0].created,
+        0
+    );
+}
+
+#[test]
+fn an_unreadable_file_is_named() {
+    let e = read_cluster(Path::new("/nonexistent/cluster.yaml"), &options()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/cluster.yaml: cannot read it:"),
+        "{e}"
+    );
+}
