@@ -9,7 +9,7 @@ mod resolve;
 mod syntax;
 
 pub use read::MAX_QUEUE_DEPTH;
-pub(crate) use read::did_you_mean;
+pub use read::did_you_mean;
 pub use resolve::MAX_QUEUES;
 
 use kdl::KdlDocument;
@@ -45,19 +45,26 @@ pub fn check(sources: &SourceSet, earlier: Vec<Diagnostic>) -> Checked {
     let mut diags = earlier;
     let mut decls = decl::Decls::default();
     let mut unread = Vec::new();
-    for (id, file) in sources.iter() {
-        // A file the loader could not decode holds only the text before the first bad byte:
-        // parsing that would report the cut as syntax errors.
-        let undecodable = diags
-            .iter()
-            .any(|d| d.code == Code::Syntax && d.primary.file == id);
-        if undecodable {
-            unread.push(file.text.as_str());
-            continue;
-        }
-        match parse(id, &file.text, &mut diags) {
+    // A file the loader could not decode holds only the text before the first bad byte:
+    // parsing that would report the cut as syntax errors.
+    let undecodable: std::collections::HashSet<FileId> = diags
+        .iter()
+        .filter(|d| d.code == Code::Syntax)
+        .map(|d| d.primary.file)
+        .collect();
+    let files: Vec<(FileId, &str)> = sources
+        .iter()
+        .filter(|(id, _)| !undecodable.contains(id))
+        .map(|(id, f)| (id, f.text.as_str()))
+        .collect();
+    for (_, file) in sources.iter().filter(|(id, _)| undecodable.contains(id)) {
+        unread.push(file.text.as_str());
+    }
+    for (id, text, parsed, parse_diags) in parse_all(&files) {
+        diags.extend(parse_diags);
+        match parsed {
             Some(doc) => read::Reader::new(id, &mut decls, &mut diags).document(&doc),
-            None => unread.push(file.text.as_str()),
+            None => unread.push(text),
         }
     }
     let policy = resolve::Resolver {
@@ -77,6 +84,54 @@ pub fn check(sources: &SourceSet, earlier: Vec<Diagnostic>) -> Checked {
         policy,
         diagnostics: diags,
     }
+}
+
+/// Below this many bytes in all, parsing on one thread is faster than starting more.
+const PARALLEL_PARSE_BYTES: usize = 256 * 1024;
+
+/// One parsed file: its id, its text, the document (if it parsed) and the parser's diagnostics.
+type Parsed<'a> = (FileId, &'a str, Option<KdlDocument>, Vec<Diagnostic>);
+
+/// Parses every file, on all cores when the policy is large (the KDL parser is most of the
+/// checker's time), returning the results in file order so that output never depends on it.
+fn parse_all<'a>(files: &[(FileId, &'a str)]) -> Vec<Parsed<'a>> {
+    let parse_one = |&(id, text): &(FileId, &'a str)| {
+        let mut diags = Vec::new();
+        let doc = parse(id, text, &mut diags);
+        (id, text, doc, diags)
+    };
+    let total: usize = files.iter().map(|(_, t)| t.len()).sum();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len());
+    if total < PARALLEL_PARSE_BYTES || threads < 2 {
+        return files.iter().map(parse_one).collect();
+    }
+    // Contiguous chunks of about equal bytes, so results concatenate back in file order.
+    let target = total.div_ceil(threads);
+    let mut chunks: Vec<&[(FileId, &'a str)]> = Vec::with_capacity(threads);
+    let (mut start, mut bytes) = (0, 0);
+    for (i, (_, text)) in files.iter().enumerate() {
+        bytes += text.len();
+        if bytes >= target && chunks.len() + 1 < threads {
+            chunks.push(&files[start..=i]);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    chunks.push(&files[start..]);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || chunk.iter().map(parse_one).collect::<Vec<_>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// Parses one file, turning the parser's errors into diagnostics.

@@ -30,7 +30,7 @@ fn label(file: FileId, span: miette::SourceSpan) -> Label {
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo: a small
 /// edit distance, or one word being the start of the other (`warning` → `warn`).
-pub(crate) fn did_you_mean<'c>(
+pub fn did_you_mean<'c>(
     word: &str,
     candidates: impl IntoIterator<Item = &'c str>,
 ) -> Option<&'c str> {
