@@ -1,0 +1,318 @@
+//! Allocate: pending jobs in KAI's order over the queue tree, each placed whole or given a
+//! reason. A queue (and every ancestor) never goes above its limit; non-preemptible jobs only
+//! use in-quota resources; otherwise idle resources are usable (fair share orders, not caps).
+
+use std::cmp::Reverse;
+use std::collections::VecDeque;
+
+use kai_policy_compiler::fairshare::FairShares;
+use kai_policy_compiler::model::{Bound, Policy};
+use kai_policy_compiler::quantity::ResourceKind;
+
+use super::QueueUse;
+use super::jobs::{Job, request_of};
+use super::placement::{Plan, place_gang};
+use super::state::{ClusterState, Slot};
+use crate::cluster::{Amounts, Snapshot, Time};
+use crate::decision::{Decision, Reason};
+
+/// A job allocate could not place for lack of room, which preempt or reclaim may still help.
+#[derive(Debug, Clone)]
+pub struct Unplaced {
+    /// Index into the cycle's jobs.
+    pub job: usize,
+    /// Why it did not fit.
+    pub reason: Reason,
+}
+
+/// Everything the actions share during one cycle.
+pub(crate) struct Context<'a> {
+    pub snapshot: &'a Snapshot,
+    pub policy: &'a Policy,
+    pub now: Time,
+    pub jobs: &'a [Job],
+    pub shares: &'a FairShares,
+    pub state: &'a mut ClusterState,
+    /// Where each pod is (bound, or placed this cycle); `None` while pending.
+    pub slots: &'a mut Vec<Option<Slot>>,
+    pub used: &'a mut QueueUse,
+    pub decisions: Vec<Decision>,
+    pub capacity: Amounts,
+}
+
+/// The ranking of a queue with its best job: smaller ranks first.
+type Rank = (bool, bool, Reverse<i32>, u64, Time, usize);
+
+impl Context<'_> {
+    /// The pending pods of a job.
+    pub fn pending(&self, job: usize) -> Vec<usize> {
+        self.jobs[job]
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| self.slots[p].is_none())
+            .collect()
+    }
+
+    /// Records that a job stays pending, and why.
+    pub fn pending_decision(&mut self, job: usize, reason: Reason) {
+        let pods = self
+            .pending(job)
+            .iter()
+            .map(|&p| self.snapshot.pods[p].key())
+            .collect();
+        self.decisions.push(Decision::Pending {
+            job: self.jobs[job].key.clone(),
+            pods,
+            reason,
+        });
+    }
+
+    /// Runs allocate; returns the jobs that did not fit, in the order they were tried.
+    pub fn allocate(&mut self) -> Vec<Unplaced> {
+        let n = self.policy.queues.len();
+        let mut lists: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for j in 0..self.jobs.len() {
+            let job = &self.jobs[j];
+            let pending = self.pending(j);
+            if pending.is_empty() {
+                continue;
+            }
+            let q = match &job.queue {
+                Ok(q) => *q,
+                Err(reason) => {
+                    self.pending_decision(j, reason.clone());
+                    continue;
+                }
+            };
+            if let Some(name) = &job.unknown_priority_class {
+                self.pending_decision(j, Reason::UnknownPriorityClass { name: name.clone() });
+                continue;
+            }
+            if (job.pods.len() as u32) < job.min_member {
+                self.pending_decision(
+                    j,
+                    Reason::GangIncomplete {
+                        pods: job.pods.len() as u32,
+                        min_member: job.min_member,
+                    },
+                );
+                continue;
+            }
+            lists[q].push(j);
+        }
+        // Inside a leaf: higher priority, then jobs below their minimum, then older.
+        let mut queues: Vec<VecDeque<usize>> = lists
+            .into_iter()
+            .map(|mut l| {
+                l.sort_by_key(|&j| {
+                    let job = &self.jobs[j];
+                    let running = job.pods.len() - self.pending(j).len();
+                    (
+                        Reverse(job.priority),
+                        (running as u32) >= job.min_member,
+                        job.created,
+                        j,
+                    )
+                });
+                l.into()
+            })
+            .collect();
+        let mut waiting = vec![0usize; n];
+        for (q, list) in queues.iter().enumerate() {
+            let mut at = Some(q);
+            while let Some(a) = at {
+                waiting[a] += list.len();
+                at = self.policy.queues[a].parent;
+            }
+        }
+        let roots: Vec<usize> = (0..n)
+            .filter(|&q| self.policy.queues[q].parent.is_none())
+            .collect();
+        let mut placed_in = vec![0usize; n];
+        let mut unplaced = Vec::new();
+        while let Some(leaf) = self.best(&roots, &queues, &waiting) {
+            let Some(j) = queues[leaf].pop_front() else {
+                break;
+            };
+            let mut at = Some(leaf);
+            while let Some(a) = at {
+                waiting[a] -= 1;
+                at = self.policy.queues[a].parent;
+            }
+            match self.try_job(j, leaf) {
+                Ok(()) => placed_in[leaf] += 1,
+                Err(reason @ (Reason::NoNodeFits { .. } | Reason::NoTopologyDomain { .. })) => {
+                    let reason = match (placed_in[leaf], reason) {
+                        (0, reason) => reason,
+                        (jobs, Reason::NoNodeFits { .. }) => Reason::WaitingBehind {
+                            jobs,
+                            queue: self.policy.queues[leaf].name.clone(),
+                        },
+                        (_, reason) => reason,
+                    };
+                    unplaced.push(Unplaced { job: j, reason });
+                }
+                Err(reason) => self.pending_decision(j, reason),
+            }
+        }
+        unplaced
+    }
+
+    /// The leaf whose head job goes next: at each level, the child whose best job ranks first.
+    fn best(
+        &self,
+        siblings: &[usize],
+        queues: &[VecDeque<usize>],
+        waiting: &[usize],
+    ) -> Option<usize> {
+        let mut best: Option<(Rank, usize)> = None;
+        for &c in siblings.iter().filter(|&&c| waiting[c] > 0) {
+            let queue = &self.policy.queues[c];
+            let leaf = if queue.is_leaf() {
+                c
+            } else {
+                self.best(&queue.children, queues, waiting)?
+            };
+            let Some(&job) = queues[leaf].front() else {
+                continue;
+            };
+            let rank = self.rank(c, job);
+            if best.as_ref().is_none_or(|(b, _)| rank < *b) {
+                best = Some((rank, leaf));
+            }
+        }
+        best.map(|(_, leaf)| leaf)
+    }
+
+    /// Not above fair share first; within quota with the job first; higher queue priority; lower
+    /// dominant share with the job; older; declared earlier.
+    fn rank(&self, queue: usize, job: usize) -> Rank {
+        let request = request_of(self.snapshot, &self.pending(job));
+        let used = &self.used.all[queue];
+        let share = &self.shares.queues[queue];
+        let q = &self.policy.queues[queue];
+        let above = ResourceKind::ALL
+            .into_iter()
+            .any(|k| *used.get(k) > share.get(k).fair_share);
+        let within_quota =
+            ResourceKind::ALL
+                .into_iter()
+                .all(|k| match q.resources.get(k).map(|r| r.quota) {
+                    Some(Bound::Finite(quota)) => used.get(k) + request.get(k) <= quota,
+                    _ => true,
+                });
+        let dominant = ResourceKind::ALL
+            .into_iter()
+            .filter(|&k| *self.capacity.get(k) > 0)
+            .map(|k| (used.get(k) + request.get(k)) as f64 / *self.capacity.get(k) as f64)
+            .fold(0.0f64, f64::max);
+        (
+            above,
+            !within_quota,
+            Reverse(q.priority),
+            dominant.to_bits(),
+            self.jobs[job].created,
+            queue,
+        )
+    }
+
+    /// The first limit (queue or ancestor) that `request` would break, and the first quota a
+    /// non-preemptible job would go above.
+    pub fn admission(&self, job: usize, leaf: usize, request: &Amounts) -> Result<(), Reason> {
+        let preemptible = self.jobs[job].preemptible;
+        let mut at = Some(leaf);
+        while let Some(q) = at {
+            let queue = &self.policy.queues[q];
+            for kind in ResourceKind::ALL
+                .into_iter()
+                .filter(|&k| *request.get(k) > 0)
+            {
+                let Some(terms) = queue.resources.get(kind) else {
+                    continue;
+                };
+                let (allocated, requested) = (*self.used.all[q].get(kind), *request.get(kind));
+                if let Bound::Finite(limit) = terms.limit {
+                    if allocated + requested > limit {
+                        return Err(Reason::OverLimit {
+                            queue: queue.name.clone(),
+                            resource: kind,
+                            limit,
+                            allocated,
+                            requested,
+                        });
+                    }
+                }
+                if let (false, Bound::Finite(quota)) = (preemptible, terms.quota) {
+                    let allocated = *self.used.non_preemptible[q].get(kind);
+                    if allocated + requested > quota {
+                        return Err(Reason::NonPreemptibleOverQuota {
+                            queue: queue.name.clone(),
+                            resource: kind,
+                            quota,
+                            allocated,
+                            requested,
+                        });
+                    }
+                }
+            }
+            at = queue.parent;
+        }
+        Ok(())
+    }
+
+    /// Places a job whole (or, for a running job above its minimum, whatever extra pods fit).
+    fn try_job(&mut self, job: usize, leaf: usize) -> Result<(), Reason> {
+        let pending = self.pending(job);
+        let running = self.jobs[job].pods.len() - pending.len();
+        let gangs: Vec<Vec<usize>> = if running as u32 >= self.jobs[job].min_member {
+            pending.iter().map(|&p| vec![p]).collect()
+        } else {
+            vec![pending]
+        };
+        let mut first_error = None;
+        let mut any = false;
+        for gang in gangs {
+            let request = request_of(self.snapshot, &gang);
+            let placed = self.admission(job, leaf, &request).and_then(|()| {
+                let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
+                place_gang(self.state, self.snapshot, &gang, &plan)
+            });
+            match placed {
+                Ok(slots) => {
+                    self.commit(job, leaf, slots, false);
+                    any = true;
+                }
+                Err(reason) => {
+                    first_error.get_or_insert(reason);
+                }
+            }
+        }
+        match (any, first_error) {
+            (true, _) | (false, None) => Ok(()),
+            (false, Some(reason)) => Err(reason),
+        }
+    }
+
+    /// Records placed slots: binds, or nominations when the room is still being freed.
+    pub fn commit(&mut self, job: usize, leaf: usize, slots: Vec<(usize, Slot)>, nominate: bool) {
+        let pods: Vec<usize> = slots.iter().map(|(p, _)| *p).collect();
+        self.used.add(
+            self.policy,
+            leaf,
+            request_of(self.snapshot, &pods),
+            self.jobs[job].preemptible,
+            1,
+        );
+        for (p, slot) in slots {
+            let pod = self.snapshot.pods[p].key();
+            let node = self.snapshot.nodes[slot.node].name.clone();
+            self.decisions.push(if nominate {
+                Decision::Nominate { pod, node }
+            } else {
+                Decision::Bind { pod, node }
+            });
+            self.slots[p] = Some(slot);
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! One scheduling cycle: a pure function of (snapshot, policy, clock) → decisions.
+//!
+//! Order, as KAI runs it: compute fair shares, then allocate, then (for what allocate could not
+//! place) preempt inside a queue and reclaim between queues, then evict stale gangs. Decisions
+//! are taken against the snapshot and returned together; nothing is half-applied.
+
+mod allocate;
+mod evict;
+mod jobs;
+mod placement;
+mod state;
+
+pub use jobs::Job;
+
+use kai_policy_compiler::fairshare::{self, Demand, FairShares};
+use kai_policy_compiler::model::{PerResource, Policy};
+use kai_policy_compiler::quantity::ResourceKind;
+
+use crate::cluster::{Amounts, Snapshot, Time};
+use crate::decision::Decision;
+
+/// The inputs of one cycle.
+#[derive(Debug, Clone, Copy)]
+pub struct Cycle<'a> {
+    /// The cluster.
+    pub snapshot: &'a Snapshot,
+    /// The checked policy.
+    pub policy: &'a Policy,
+    /// The clock.
+    pub now: Time,
+    /// Normalised historical usage per queue (time-based fairness); `None`: none recorded.
+    pub usage: Option<&'a [PerResource<f64>]>,
+}
+
+/// What one cycle decided, and the numbers it decided with.
+#[derive(Debug, Clone)]
+pub struct CycleResult {
+    /// Binds, nominations, evictions, and every pending job with its reason.
+    pub decisions: Vec<Decision>,
+    /// Fair shares computed at the start of the cycle.
+    pub shares: FairShares,
+    /// Allocation per queue (parents include their children) after the cycle's decisions.
+    pub allocated: Vec<Amounts>,
+}
+
+/// Per-queue allocation, kept for every queue and its ancestors.
+#[derive(Debug, Clone)]
+pub(crate) struct QueueUse {
+    pub all: Vec<Amounts>,
+    pub non_preemptible: Vec<Amounts>,
+}
+
+impl QueueUse {
+    fn new(n: usize) -> Self {
+        QueueUse {
+            all: vec![Amounts::default(); n],
+            non_preemptible: vec![Amounts::default(); n],
+        }
+    }
+
+    /// Adds (`sign = 1`) or removes (`-1`) a job's amounts on its leaf and every ancestor.
+    pub fn add(
+        &mut self,
+        policy: &Policy,
+        leaf: usize,
+        amounts: Amounts,
+        preemptible: bool,
+        sign: i64,
+    ) {
+        let mut at = Some(leaf);
+        while let Some(q) = at {
+            for kind in ResourceKind::ALL {
+                *self.all[q].get_mut(kind) += sign * amounts.get(kind);
+                if !preemptible {
+                    *self.non_preemptible[q].get_mut(kind) += sign * amounts.get(kind);
+                }
+            }
+            at = policy.queues[q].parent;
+        }
+    }
+}
+
+/// Runs one cycle.
+pub fn run(cycle: &Cycle) -> CycleResult {
+    let Cycle {
+        snapshot,
+        policy,
+        now,
+        usage,
+    } = *cycle;
+    let jobs = jobs::jobs(snapshot, policy);
+    let (mut state, mut slots) = state::ClusterState::new(snapshot);
+    let mut used = QueueUse::new(policy.queues.len());
+    for job in &jobs {
+        let Ok(q) = job.queue else { continue };
+        let running: Vec<usize> = job
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| slots[p].is_some())
+            .collect();
+        used.add(
+            policy,
+            q,
+            jobs::request_of(snapshot, &running),
+            job.preemptible,
+            1,
+        );
+    }
+    let shares = fairshare::compute(policy, &demand(snapshot, policy, &jobs, &used, usage));
+    let mut ctx = allocate::Context {
+        snapshot,
+        policy,
+        now,
+        jobs: &jobs,
+        shares: &shares,
+        state: &mut state,
+        slots: &mut slots,
+        used: &mut used,
+        decisions: Vec::new(),
+        capacity: capacity(snapshot),
+    };
+    let unplaced = ctx.allocate();
+    ctx.preempt_and_reclaim(unplaced);
+    ctx.evict_stale_gangs();
+    let decisions = ctx.decisions;
+    CycleResult {
+        decisions,
+        shares,
+        allocated: used.all,
+    }
+}
+
+/// What fair share divides: the nodes' total, and per leaf queue what its running and pending
+/// work asks for.
+fn demand(
+    snapshot: &Snapshot,
+    policy: &Policy,
+    jobs: &[Job],
+    used: &QueueUse,
+    usage: Option<&[PerResource<f64>]>,
+) -> Demand {
+    let mut request: Vec<Amounts> = used.all.clone();
+    for (q, r) in request.iter_mut().enumerate() {
+        if !policy.queues[q].is_leaf() {
+            *r = Amounts::default();
+        }
+    }
+    for job in jobs {
+        let Ok(q) = job.queue else { continue };
+        let pending: Vec<usize> = job
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| snapshot.pods[p].node.is_none())
+            .collect();
+        let add = jobs::request_of(snapshot, &pending);
+        for kind in ResourceKind::ALL {
+            *request[q].get_mut(kind) += add.get(kind);
+        }
+    }
+    let total = capacity(snapshot);
+    Demand {
+        capacity: PerResource {
+            gpu: Some(total.gpu),
+            cpu: Some(total.cpu),
+            memory: Some(total.memory),
+        },
+        request,
+        usage: usage.map_or_else(
+            || vec![PerResource::default(); policy.queues.len()],
+            <[_]>::to_vec,
+        ),
+        k: if usage.is_some() {
+            policy.cluster.fairness.map_or(0.0, |f| f.k)
+        } else {
+            0.0
+        },
+    }
+}
+
+fn capacity(snapshot: &Snapshot) -> Amounts {
+    let mut total = Amounts::default();
+    for n in snapshot.nodes.iter().filter(|n| !n.unschedulable) {
+        total.gpu += n.allocatable.gpu;
+        total.cpu += n.allocatable.cpu;
+        total.memory += n.allocatable.memory;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests;

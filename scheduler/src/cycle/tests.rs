@@ -1,0 +1,489 @@
+//! The cycle's behaviours, one small cluster each.
+
+use std::collections::BTreeMap;
+
+use kai_policy_compiler::check::check;
+use kai_policy_compiler::model::Policy;
+use kai_policy_compiler::source::{SourceFile, SourceSet};
+
+use super::*;
+use crate::cluster::{Node, Pod, PodGroup};
+use crate::decision::{EvictReason, Reason};
+
+pub(crate) fn policy(kdl: &str) -> Policy {
+    let checked = check(
+        &SourceSet::new(vec![SourceFile::new("p.kdl", kdl)]),
+        Vec::new(),
+    );
+    checked
+        .policy
+        .unwrap_or_else(|| panic!("{:#?}", checked.diagnostics))
+}
+
+pub(crate) fn node(name: &str, gpus: i64) -> Node {
+    Node {
+        name: name.into(),
+        labels: BTreeMap::new(),
+        allocatable: Amounts {
+            gpu: gpus * 1000,
+            cpu: 64_000,
+            memory: 512 << 30,
+        },
+        unschedulable: false,
+    }
+}
+
+pub(crate) fn pod(ns: &str, name: &str, gpus: i64) -> Pod {
+    Pod {
+        namespace: ns.into(),
+        name: name.into(),
+        group: None,
+        queue: None,
+        priority_class: None,
+        request: Amounts {
+            gpu: gpus * 1000,
+            cpu: 1000,
+            memory: 1 << 30,
+        },
+        fractional: false,
+        node: None,
+        created: 0,
+        started: None,
+        termination_grace_seconds: 30,
+        terminating: false,
+    }
+}
+
+fn running(mut p: Pod, node: &str, started: Time) -> Pod {
+    p.node = Some(node.into());
+    p.started = Some(started);
+    p
+}
+
+fn gang(ns: &str, name: &str, size: usize, gpus: i64, min: u32) -> (Vec<Pod>, PodGroup) {
+    let pods = (0..size)
+        .map(|i| Pod {
+            group: Some(name.into()),
+            ..pod(ns, &format!("{name}-{i}"), gpus)
+        })
+        .collect();
+    (
+        pods,
+        PodGroup {
+            namespace: ns.into(),
+            name: name.into(),
+            min_member: min,
+            queue: None,
+            priority_class: None,
+            created: 0,
+        },
+    )
+}
+
+fn cycle(policy: &Policy, snapshot: &Snapshot, now: Time) -> CycleResult {
+    run(&Cycle {
+        snapshot,
+        policy,
+        now,
+        usage: None,
+    })
+}
+
+fn binds(r: &CycleResult) -> Vec<(String, String)> {
+    r.decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bind { pod, node } => Some((pod.clone(), node.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pending_reason<'r>(r: &'r CycleResult, job: &str) -> &'r Reason {
+    r.decisions
+        .iter()
+        .find_map(|d| match d {
+            Decision::Pending { job: j, reason, .. } if j == job => Some(reason),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{job} is not pending: {:#?}", r.decisions))
+}
+
+fn evicted(r: &CycleResult) -> Vec<(String, EvictReason)> {
+    r.decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict { pod, reason, .. } => Some((pod.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+const TWO_TEAMS: &str = r#"
+priority-class "prod" value=1000 preemptible=#false
+priority-class "train" value=50
+queue "a" { gpu quota=8 limit=24; namespaces "a" }
+queue "b" { gpu quota=8; namespaces "b" }
+"#;
+
+#[test]
+fn a_gang_is_placed_whole_or_not_at_all() {
+    let p = policy(TWO_TEAMS);
+    let (pods, group) = gang("a", "fits", 3, 4, 3);
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods,
+        groups: vec![group],
+    };
+    assert_eq!(binds(&cycle(&p, &s, 0)).len(), 3);
+
+    let (pods, group) = gang("a", "too-big", 5, 4, 5);
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods,
+        groups: vec![group],
+    };
+    let r = cycle(&p, &s, 0);
+    assert!(binds(&r).is_empty(), "no partial gang: {:?}", binds(&r));
+    let Reason::NoNodeFits {
+        closest: Some((_, lacking)),
+    } = pending_reason(&r, "a/too-big")
+    else {
+        panic!("{:?}", r.decisions)
+    };
+    assert_eq!(
+        lacking.gpu, 4000,
+        "the closest node lacks one pod's 4 GPUs once the others are placed"
+    );
+}
+
+#[test]
+fn a_gang_with_fewer_pods_than_its_minimum_waits() {
+    let p = policy(TWO_TEAMS);
+    let (pods, group) = gang("a", "g", 2, 1, 4);
+    let s = Snapshot {
+        nodes: vec![node("n1", 8)],
+        pods,
+        groups: vec![group],
+    };
+    assert_eq!(
+        pending_reason(&cycle(&p, &s, 0), "a/g"),
+        &Reason::GangIncomplete {
+            pods: 2,
+            min_member: 4
+        }
+    );
+}
+
+#[test]
+fn a_queue_never_goes_above_its_limit_even_with_idle_gpus() {
+    let p = policy(TWO_TEAMS);
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![running(pod("a", "old", 8), "n1", 0), pod("a", "new", 20)],
+        groups: vec![],
+    };
+    let s = Snapshot {
+        nodes: (1..=4).map(|i| node(&format!("n{i}"), 8)).collect(),
+        ..s
+    };
+    let r = cycle(&p, &s, 0);
+    assert_eq!(
+        pending_reason(&r, "a/new"),
+        &Reason::OverLimit {
+            queue: "a".into(),
+            resource: ResourceKind::Gpu,
+            limit: 24_000,
+            allocated: 8_000,
+            requested: 20_000
+        }
+    );
+    assert_eq!(
+        pending_reason(&r, "a/new").to_string(),
+        "queue a is at its gpu limit: 8 GPU allocated + 20 GPU requested > limit 24 GPU"
+    );
+}
+
+#[test]
+fn non_preemptible_work_only_runs_within_quota() {
+    let p = policy(TWO_TEAMS);
+    let prod = |name: &str, gpus| Pod {
+        priority_class: Some("prod".into()),
+        ..pod("b", name, gpus)
+    };
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![prod("one", 6), prod("two", 4)],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 0);
+    assert_eq!(binds(&r), vec![("b/one".to_string(), "n1".to_string())]);
+    assert!(matches!(
+        pending_reason(&r, "b/two"),
+        Reason::NonPreemptibleOverQuota {
+            quota: 8_000,
+            allocated: 6_000,
+            requested: 4_000,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn namespace_rules_decide_the_queue_and_say_why_not() {
+    let p = policy(TWO_TEAMS);
+    let named = |ns: &str, name: &str, q: &str| Pod {
+        queue: Some(q.into()),
+        ..pod(ns, name, 1)
+    };
+    let s = Snapshot {
+        nodes: vec![node("n1", 8)],
+        pods: vec![
+            pod("a", "by-default", 1),
+            pod("x", "homeless", 1),
+            named("a", "wrong-ns", "b"),
+            named("a", "typo", "bb"),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 0);
+    assert_eq!(
+        binds(&r),
+        vec![("a/by-default".to_string(), "n1".to_string())]
+    );
+    assert_eq!(
+        pending_reason(&r, "x/homeless"),
+        &Reason::NoQueue {
+            namespace: "x".into()
+        }
+    );
+    assert_eq!(
+        pending_reason(&r, "a/wrong-ns"),
+        &Reason::NamespaceNotAllowed {
+            queue: "b".into(),
+            namespace: "a".into()
+        }
+    );
+    assert_eq!(
+        pending_reason(&r, "a/typo"),
+        &Reason::UnknownQueue {
+            queue: "bb".into(),
+            suggestion: Some("b".into())
+        }
+    );
+}
+
+#[test]
+fn higher_priority_preempts_lower_inside_a_queue_and_is_pipelined() {
+    let p = policy(TWO_TEAMS);
+    let train = Pod {
+        priority_class: Some("train".into()),
+        ..running(pod("b", "train", 8), "n1", 0)
+    };
+    let prod = Pod {
+        priority_class: Some("prod".into()),
+        ..pod("b", "prod", 8)
+    };
+    let s = Snapshot {
+        nodes: vec![node("n1", 8)],
+        pods: vec![train, prod],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 600);
+    assert_eq!(
+        evicted(&r),
+        vec![(
+            "b/train".into(),
+            EvictReason::Preempt {
+                for_job: "b/prod".into(),
+                priorities: (50, 1000)
+            }
+        )]
+    );
+    assert!(r.decisions.contains(&Decision::Nominate {
+        pod: "b/prod".into(),
+        node: "n1".into()
+    }));
+}
+
+#[test]
+fn a_starved_queue_reclaims_from_one_above_its_fair_share() {
+    let p = policy(TWO_TEAMS);
+    // a runs 16 GPUs (fair share 8 when b asks for 8); b waits for 8.
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![
+            running(pod("a", "a1", 8), "n1", 0),
+            running(pod("a", "a2", 4), "n2", 0),
+            running(pod("a", "a3", 4), "n2", 10),
+            pod("b", "b1", 8),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let victims: Vec<String> = evicted(&r).into_iter().map(|(pod, _)| pod).collect();
+    // Youngest first (a3, then a1) until b1 fits; then a3 turns out not to be needed.
+    assert_eq!(victims, vec!["a/a1"], "never more than needed");
+    assert!(
+        matches!(&evicted(&r)[0].1, EvictReason::Reclaim { by_queue, from_queue, .. } if by_queue == "b" && from_queue == "a")
+    );
+    assert!(r.decisions.contains(&Decision::Nominate {
+        pod: "b/b1".into(),
+        node: "n1".into()
+    }));
+}
+
+#[test]
+fn a_victim_inside_its_min_runtime_is_not_reclaimed() {
+    let p = policy(&TWO_TEAMS.replace(
+        "queue \"a\" {",
+        "queue \"a\" {\n min-runtime reclaim=\"10m\"\n",
+    ));
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![
+            running(pod("a", "a1", 8), "n1", 0),
+            running(pod("a", "a2", 8), "n2", 0),
+            pod("b", "b1", 8),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 300);
+    assert!(evicted(&r).is_empty(), "{:?}", evicted(&r));
+    assert!(matches!(
+        pending_reason(&r, "b/b1"),
+        Reason::NoNodeFits { .. }
+    ));
+    let later = cycle(&p, &s, 601);
+    assert_eq!(evicted(&later).len(), 1);
+}
+
+#[test]
+fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
+    let p = policy(TWO_TEAMS);
+    let half = |name: &str| Pod {
+        fractional: true,
+        request: Amounts {
+            gpu: 500,
+            cpu: 100,
+            memory: 1 << 20,
+        },
+        ..pod("a", name, 0)
+    };
+    let s = Snapshot {
+        nodes: vec![node("n1", 1), node("n2", 1)],
+        pods: vec![running(half("h0"), "n1", 0), half("h1"), half("h2")],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 0);
+    let b = binds(&r);
+    assert!(
+        b.contains(&("a/h1".to_string(), "n1".to_string()))
+            || b.contains(&("a/h2".to_string(), "n1".to_string())),
+        "{b:?}"
+    );
+    assert_eq!(b.len(), 2, "the second one goes to n2: {b:?}");
+}
+
+#[test]
+fn binpack_fills_the_fullest_node_and_spread_the_emptiest() {
+    let s = |p: Pod| Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![running(pod("a", "old", 6), "n2", 0), p],
+        groups: vec![],
+    };
+    let pack = policy(&format!(
+        "cluster \"c\" {{ placement gpu=binpack }}\n{TWO_TEAMS}"
+    ));
+    assert_eq!(
+        binds(&cycle(&pack, &s(pod("a", "new", 2)), 0)),
+        vec![("a/new".to_string(), "n2".to_string())]
+    );
+    let spread = policy(&format!(
+        "cluster \"c\" {{ placement gpu=spread }}\n{TWO_TEAMS}"
+    ));
+    assert_eq!(
+        binds(&cycle(&spread, &s(pod("a", "new", 2)), 0)),
+        vec![("a/new".to_string(), "n1".to_string())]
+    );
+}
+
+#[test]
+fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
+    let p = policy(&format!(
+        "placement \"clique\" strategy=binpack {{\n topology required=\"clique\"\n}}\n{}",
+        TWO_TEAMS.replace("namespaces \"a\"", "namespaces \"a\"; placement \"clique\"")
+    ));
+    let labelled = |name: &str, clique: &str| {
+        let mut n = node(name, 8);
+        n.labels.insert("clique".into(), clique.into());
+        n
+    };
+    let nodes = vec![
+        labelled("x1", "x"),
+        labelled("x2", "x"),
+        labelled("y1", "y"),
+    ];
+    let (pods, group) = gang("a", "g", 2, 8, 2);
+    let r = cycle(
+        &p,
+        &Snapshot {
+            nodes: nodes.clone(),
+            pods,
+            groups: vec![group],
+        },
+        0,
+    );
+    let placed: Vec<String> = binds(&r).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(placed.len(), 2);
+    assert!(placed.iter().all(|n| n.starts_with('x')), "{placed:?}");
+
+    let (pods, group) = gang("a", "g", 3, 4, 3);
+    let mut tiny = vec![labelled("x1", "x"), labelled("y1", "y")];
+    tiny[0].allocatable.gpu = 4000;
+    tiny[1].allocatable.gpu = 4000;
+    let r = cycle(
+        &p,
+        &Snapshot {
+            nodes: tiny,
+            pods,
+            groups: vec![group],
+        },
+        0,
+    );
+    assert_eq!(
+        pending_reason(&r, "a/g"),
+        &Reason::NoTopologyDomain {
+            label: "clique".into(),
+            pods: 3
+        }
+    );
+}
+
+#[test]
+fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() {
+    let p = policy(TWO_TEAMS);
+    let (mut pods, group) = gang("a", "g", 3, 8, 3);
+    pods[0] = running(pods[0].clone(), "n1", 0);
+    pods[1] = running(pods[1].clone(), "n2", 0);
+    pods[2].created = 100;
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods,
+        groups: vec![group],
+    };
+    assert!(
+        evicted(&cycle(&p, &s, 130)).is_empty(),
+        "inside the grace period"
+    );
+    let r = cycle(&p, &s, 200);
+    assert_eq!(evicted(&r).len(), 2);
+    assert!(matches!(
+        evicted(&r)[0].1,
+        EvictReason::StaleGang {
+            running: 2,
+            min_member: 3,
+            for_seconds: 100
+        }
+    ));
+}

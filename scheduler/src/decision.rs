@@ -1,0 +1,295 @@
+//! What a cycle decides: binds, evictions, nominations, and for every pending job one reason a
+//! person can act on, with the numbers.
+
+use std::fmt;
+
+use kai_policy_compiler::quantity::ResourceKind;
+
+use crate::cluster::Amounts;
+
+/// One decision of a cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Bind a pending pod to a node.
+    Bind {
+        /// `namespace/name`.
+        pod: String,
+        /// Node name.
+        node: String,
+    },
+    /// A pod placed onto resources its victims are still releasing: it stays pending with this
+    /// node nominated, and binds in a later cycle (pipelining).
+    Nominate {
+        /// `namespace/name`.
+        pod: String,
+        /// Node name.
+        node: String,
+    },
+    /// Evict a running pod.
+    Evict {
+        /// `namespace/name`.
+        pod: String,
+        /// The node it runs on.
+        node: String,
+        /// Why.
+        reason: EvictReason,
+    },
+    /// A job that stays pending, and why.
+    Pending {
+        /// The job: `namespace/name` of its pod group, or of its single pod.
+        job: String,
+        /// Its pending pods.
+        pods: Vec<String>,
+        /// Why it did not start.
+        reason: Reason,
+    },
+}
+
+/// Why a pod is evicted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvictReason {
+    /// Another queue below its fair share takes back resources.
+    Reclaim {
+        /// The job that needs the room.
+        for_job: String,
+        /// Its queue.
+        by_queue: String,
+        /// The victim's queue.
+        from_queue: String,
+    },
+    /// A job of strictly higher priority in the same queue needs the room.
+    Preempt {
+        /// The job that needs the room.
+        for_job: String,
+        /// The victim's priority and the preemptor's.
+        priorities: (i32, i32),
+    },
+    /// Moved to another node to make room for a pending gang (it is re-placed at once).
+    Consolidate {
+        /// The job that needs the room.
+        for_job: String,
+        /// Where it goes.
+        to_node: String,
+    },
+    /// Its gang has been below `minMember` for longer than the grace period.
+    StaleGang {
+        /// Pods still running.
+        running: u32,
+        /// The gang's minimum.
+        min_member: u32,
+        /// Seconds below the minimum.
+        for_seconds: u64,
+    },
+}
+
+/// Why a job stays pending.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    /// The pod names no queue and its namespace is no queue's default.
+    NoQueue {
+        /// The namespace.
+        namespace: String,
+    },
+    /// The named queue does not exist.
+    UnknownQueue {
+        /// The name given.
+        queue: String,
+        /// A close existing name.
+        suggestion: Option<String>,
+    },
+    /// The queue has children; only leaf queues take work.
+    NotALeaf {
+        /// The queue.
+        queue: String,
+    },
+    /// The queue does not list the job's namespace.
+    NamespaceNotAllowed {
+        /// The queue.
+        queue: String,
+        /// The namespace.
+        namespace: String,
+    },
+    /// The queue (or an ancestor) would go above its limit.
+    OverLimit {
+        /// The queue whose limit blocks.
+        queue: String,
+        /// The resource.
+        resource: ResourceKind,
+        /// The limit.
+        limit: i64,
+        /// Allocated now.
+        allocated: i64,
+        /// What the job asks for.
+        requested: i64,
+    },
+    /// A non-preemptible job would go above its queue's (or an ancestor's) quota.
+    NonPreemptibleOverQuota {
+        /// The queue whose quota blocks.
+        queue: String,
+        /// The resource.
+        resource: ResourceKind,
+        /// The quota.
+        quota: i64,
+        /// Non-preemptible work allocated now.
+        allocated: i64,
+        /// What the job asks for.
+        requested: i64,
+    },
+    /// No node (or set of nodes) has room.
+    NoNodeFits {
+        /// The node closest to fitting one pod, and what it lacks.
+        closest: Option<(String, Amounts)>,
+    },
+    /// A required topology domain with enough room for the whole gang does not exist.
+    NoTopologyDomain {
+        /// The node label.
+        label: String,
+        /// Pods of the gang.
+        pods: u32,
+    },
+    /// The gang has fewer pods than `minMember`.
+    GangIncomplete {
+        /// Pods that exist.
+        pods: u32,
+        /// The minimum.
+        min_member: u32,
+    },
+    /// Jobs ahead of it in its queue took what was free.
+    WaitingBehind {
+        /// How many jobs of the same queue went first.
+        jobs: usize,
+        /// The queue.
+        queue: String,
+    },
+    /// The priority class is not declared by the policy.
+    UnknownPriorityClass {
+        /// The name given.
+        name: String,
+    },
+}
+
+fn amount(v: i64, kind: ResourceKind) -> String {
+    let n = kai_policy_compiler::quantity::format_quantity(v, kind);
+    match kind {
+        ResourceKind::Gpu => format!("{n} GPU"),
+        ResourceKind::Cpu => format!("{n} CPU"),
+        ResourceKind::Memory => format!("{n} memory"),
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::NoQueue { namespace } => write!(
+                f,
+                "names no queue, and namespace {namespace} is no queue's default: set the queue label, or add the namespace to a queue's `namespaces`"
+            ),
+            Reason::UnknownQueue { queue, suggestion } => {
+                write!(f, "queue {queue} does not exist")?;
+                match suggestion {
+                    Some(s) => write!(f, " (did you mean {s}?)"),
+                    None => Ok(()),
+                }
+            }
+            Reason::NotALeaf { queue } => write!(
+                f,
+                "queue {queue} has child queues; only leaf queues take work"
+            ),
+            Reason::NamespaceNotAllowed { queue, namespace } => write!(
+                f,
+                "queue {queue} does not list namespace {namespace}: add it to the queue's `namespaces` (or \"*\")"
+            ),
+            Reason::OverLimit {
+                queue,
+                resource,
+                limit,
+                allocated,
+                requested,
+            } => write!(
+                f,
+                "queue {queue} is at its {} limit: {} allocated + {} requested > limit {}",
+                resource.name(),
+                amount(*allocated, *resource),
+                amount(*requested, *resource),
+                amount(*limit, *resource)
+            ),
+            Reason::NonPreemptibleOverQuota {
+                queue,
+                resource,
+                quota,
+                allocated,
+                requested,
+            } => write!(
+                f,
+                "non-preemptible jobs only run within quota: queue {queue} has {} of non-preemptible work + {} requested > quota {}",
+                amount(*allocated, *resource),
+                amount(*requested, *resource),
+                amount(*quota, *resource)
+            ),
+            Reason::NoNodeFits { closest: None } => write!(f, "no node fits the job"),
+            Reason::NoNodeFits {
+                closest: Some((node, lacking)),
+            } => {
+                let missing: Vec<String> = ResourceKind::ALL
+                    .into_iter()
+                    .filter(|&k| *lacking.get(k) > 0)
+                    .map(|k| amount(*lacking.get(k), k))
+                    .collect();
+                write!(
+                    f,
+                    "no node fits the job; the closest, {node}, lacks {}",
+                    missing.join(" and ")
+                )
+            }
+            Reason::NoTopologyDomain { label, pods } => write!(
+                f,
+                "no single {label} domain has room for all {pods} pods of the gang (required topology)"
+            ),
+            Reason::GangIncomplete { pods, min_member } => write!(
+                f,
+                "gang incomplete: {pods} pods exist, minMember is {min_member}"
+            ),
+            Reason::WaitingBehind { jobs, queue } => write!(
+                f,
+                "waiting behind {jobs} job{} of queue {queue} that went first",
+                if *jobs == 1 { "" } else { "s" }
+            ),
+            Reason::UnknownPriorityClass { name } => {
+                write!(f, "priority class {name} is not declared by the policy")
+            }
+        }
+    }
+}
+
+impl fmt::Display for EvictReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvictReason::Reclaim {
+                for_job,
+                by_queue,
+                from_queue,
+            } => write!(
+                f,
+                "reclaimed by queue {by_queue} (below its fair share) from queue {from_queue} for {for_job}"
+            ),
+            EvictReason::Preempt {
+                for_job,
+                priorities: (victim, preemptor),
+            } => write!(
+                f,
+                "preempted by {for_job} (priority {preemptor} over {victim})"
+            ),
+            EvictReason::Consolidate { for_job, to_node } => {
+                write!(f, "moved to {to_node} to make room for {for_job}")
+            }
+            EvictReason::StaleGang {
+                running,
+                min_member,
+                for_seconds,
+            } => write!(
+                f,
+                "gang below its minimum ({running} of {min_member} running) for {for_seconds}s"
+            ),
+        }
+    }
+}

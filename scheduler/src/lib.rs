@@ -1,0 +1,8 @@
+//! kai-scheduler: KAI Scheduler's semantics as a pure function of (cluster snapshot, compiled
+//! policy, clock) → decisions. Kubernetes, files and the simulator live at the edges.
+#![forbid(unsafe_code)]
+
+pub mod cluster;
+pub mod cycle;
+pub mod decision;
+pub mod ingest;
