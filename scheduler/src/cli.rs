@@ -1,0 +1,167 @@
+//! The `kai-scheduler` command line (edge): clap parses plain arguments, each command runs
+//! against the library, and [`run`] maps every outcome to an exit status in one place:
+//! 0 ok, 1 the policy has errors (its diagnostics are printed), 2 the command could not run
+//! (bad flags, an unreadable policy folder, an unreadable or invalid cluster file).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use k8s_openapi::jiff::Timestamp;
+use kai_policy_compiler::check;
+use kai_policy_compiler::diagnostics::{self, HumanStyle};
+use kai_policy_compiler::source;
+
+use crate::ingest::{self, Options};
+use crate::simulate::{self, DEFAULT_CYCLES};
+
+/// Exit status: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: the policy has errors.
+pub const EXIT_PROBLEMS: u8 = 1;
+/// Exit status: the command could not run.
+pub const EXIT_FAILURE: u8 = 2;
+
+/// kai-scheduler: KAI Scheduler's semantics, driven by a kai-policy policy.
+#[derive(Debug, Parser)]
+#[command(name = "kai-scheduler", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scheduling cycles in memory over a cluster file and print every decision.
+    Simulate(SimulateArgs),
+    /// Generate a synthetic cluster and time scheduling cycles.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// Output formats of `simulate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Decisions per cycle and the queue table.
+    Human,
+    /// One JSON document.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+struct SimulateArgs {
+    /// The policy folder (or one .kdl file).
+    #[arg(long, default_value = "policies")]
+    policy: PathBuf,
+    /// The cluster file: what `kubectl get nodes,pods,podgroups.scheduling.run.ai -A -o yaml`
+    /// prints.
+    #[arg(long)]
+    cluster: PathBuf,
+    /// At most this many cycles, one simulated minute apart (fewer when nothing changes).
+    #[arg(long, default_value_t = DEFAULT_CYCLES, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    cycles: u32,
+    /// When the first cycle runs (RFC 3339) [default: the latest creation or start time in the
+    /// cluster file].
+    #[arg(long, value_parser = parse_time)]
+    now: Option<Timestamp>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+}
+
+/// Parses the command line, runs the command, and returns the process exit status.
+pub fn run() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                EXIT_FAILURE
+            } else {
+                EXIT_OK
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Simulate(args) => simulate_command(&args),
+        Command::Bench(args) => crate::bench::run(&args).map(|out| {
+            print_stdout(&out);
+            EXIT_OK
+        }),
+    };
+    match result {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn parse_time(text: &str) -> Result<Timestamp, String> {
+    text.parse()
+        .map_err(|e| format!("not an RFC 3339 time like 2026-11-21T10:00:00Z: {e}"))
+}
+
+fn human_style() -> HumanStyle {
+    let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::io::stderr().is_terminal();
+    if colour {
+        HumanStyle::Colour
+    } else {
+        HumanStyle::Plain
+    }
+}
+
+fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
+    let (sources, early) = source::load_dir(&args.policy).map_err(|e| e.to_string())?;
+    let checked = check::check(&sources, early);
+    // Diagnostics go to stderr so that stdout stays one JSON document with `--format json`.
+    if !checked.diagnostics.is_empty() {
+        eprint!(
+            "{}",
+            diagnostics::render_human(&checked.diagnostics, &sources, human_style())
+        );
+    }
+    let Some(policy) = checked.policy.as_ref().filter(|_| !checked.has_errors()) else {
+        return Ok(EXIT_PROBLEMS);
+    };
+    let file = ingest::read_cluster(&args.cluster, &Options::for_policy(policy))
+        .map_err(|e| e.to_string())?;
+    for note in &file.notes {
+        eprintln!("note: {}: {note}", args.cluster.display());
+    }
+    let start = match (args.now, file.origin) {
+        (None, _) => file.taken,
+        (Some(_), None) => 0,
+        (Some(now), Some(origin)) => {
+            let seconds = now.as_second() - origin.as_second();
+            let start = u64::try_from(seconds).unwrap_or(0);
+            if start < file.taken {
+                return Err(format!(
+                    "--now {now} is before the latest creation or start time in {} ({})",
+                    args.cluster.display(),
+                    Timestamp::from_second(origin.as_second() + file.taken as i64)
+                        .map_or_else(|_| file.taken.to_string(), |t| t.to_string())
+                ));
+            }
+            start
+        }
+    };
+    let options = simulate::Options {
+        cycles: args.cycles as usize,
+        start,
+        ..simulate::Options::default()
+    };
+    let sim = simulate::simulate(file.snapshot, policy, &options);
+    print_stdout(&match args.format {
+        Format::Human => simulate::render_human(&sim, policy),
+        Format::Json => simulate::render_json(&sim, policy),
+    });
+    Ok(EXIT_OK)
+}
+
+/// Writes to stdout, ignoring a closed pipe (`kai-scheduler simulate … | head`).
+fn print_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
