@@ -2,7 +2,10 @@
 //! policy, clock) → decisions. Kubernetes, files and the simulator live at the edges.
 #![forbid(unsafe_code)]
 
+pub mod bench;
+pub mod cli;
 pub mod cluster;
 pub mod cycle;
 pub mod decision;
 pub mod ingest;
+pub mod simulate;

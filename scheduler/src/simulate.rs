@@ -11,8 +11,9 @@
 //!
 //! The simulation stops after the number of cycles asked for, or earlier when a cycle changes
 //! nothing (no bind, eviction or nomination). Before stopping, when pods are still pending and
-//! some running pod's min-runtime has not yet ended, the clock skips ahead to the next such end
-//! and one more cycle runs: what a min-runtime only delays is shown, not hidden.
+//! the clock alone may still change a decision — a running pod's min-runtime ends, or a gang
+//! below its minimum reaches the stale-gang grace period — the clock skips ahead to the next
+//! such moment and one more cycle runs: what only time delays is shown, not hidden.
 //!
 //! Time-based fairness needs a usage history the cluster file does not have, so the simulator
 //! runs cycles without one (usage 0 for every queue).
@@ -127,7 +128,7 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
             now,
             usage: None,
         });
-        let changed = apply(
+        let mut changed = apply(
             &mut snapshot,
             &result.decisions,
             now,
@@ -135,8 +136,9 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
             &mut nominated,
         );
         // Pods that were being deleted when the file was written are gone by now.
-        if cycles.is_empty() {
+        if cycles.is_empty() && snapshot.pods.iter().any(|p| p.terminating) {
             snapshot.pods.retain(|p| !p.terminating);
+            changed = true;
         }
         cycles.push(CycleRecord {
             at: now,
@@ -146,7 +148,7 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
         let next = if changed {
             Some(now + options.step)
         } else {
-            next_min_runtime_end(&snapshot, policy, now).map(|t| t.max(now + options.step))
+            next_deadline(&snapshot, policy, now).map(|t| t.max(now + options.step))
         };
         match next {
             Some(t) if !done => now = t,
@@ -222,12 +224,33 @@ fn apply(
     changed
 }
 
-/// The earliest moment after `now` at which a running pod's min-runtime (preempt or reclaim)
-/// ends, when some pod is still pending; `None` otherwise.
-fn next_min_runtime_end(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time> {
+/// How long a running gang may stay below `minMember` before it is evicted (the cycle's grace
+/// period, `cycle::evict::STALE_GANG_GRACE_SECONDS`): the simulator wakes up when it ends.
+const STALE_GANG_GRACE_SECONDS: Time = 60;
+
+/// The earliest moment after `now` at which something the clock alone changes may let a cycle
+/// decide differently, when some pod is still pending: a running pod's min-runtime (preempt or
+/// reclaim) ends, or a gang below its minimum reaches the stale-gang grace period.
+fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time> {
     if snapshot.pods.iter().all(|p| p.node.is_some()) {
         return None;
     }
+    let running_gangs: BTreeSet<(&str, &str)> = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node.is_some())
+        .filter_map(|p| Some((p.namespace.as_str(), p.group.as_deref()?)))
+        .collect();
+    let stale = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node.is_none())
+        .filter(|p| {
+            p.group
+                .as_deref()
+                .is_some_and(|g| running_gangs.contains(&(p.namespace.as_str(), g)))
+        })
+        .map(|p| p.created.saturating_add(STALE_GANG_GRACE_SECONDS));
     let groups: BTreeMap<(&str, &str), Option<&str>> = snapshot
         .groups
         .iter()
@@ -260,6 +283,7 @@ fn next_min_runtime_end(snapshot: &Snapshot, policy: &Policy, now: Time) -> Opti
             .flatten()
             .map(move |d| started.saturating_add(d.0))
         })
+        .chain(stale)
         .filter(|&end| end > now)
         .min()
 }
