@@ -349,3 +349,23 @@ fn an_unreadable_file_is_named() {
         "{e}"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+    /// Whatever the file holds, reading it returns a snapshot or an error; it never panics.
+    #[test]
+    fn any_text_is_read_or_rejected(text in "\\PC{0,300}") {
+        let _ = parse_cluster("f", &text, &options());
+    }
+
+    /// A valid file with one stretch of it replaced by arbitrary text.
+    #[test]
+    fn a_damaged_file_is_read_or_rejected(at in 0usize..1000, len in 0usize..20, junk in "[ -~\\n]{0,20}") {
+        let valid = format!("{NODE}---\n{}", pod("{gpu-fraction: \"0.5\", pod-group-name: g}", "{requests: {cpu: 1, memory: 1Gi}}"));
+        let start = at.min(valid.len());
+        let end = (start + len).min(valid.len());
+        let damaged = format!("{}{junk}{}", &valid[..start], &valid[end..]);
+        let _ = parse_cluster("f", &damaged, &options());
+    }
+}
