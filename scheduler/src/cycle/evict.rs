@@ -227,6 +227,11 @@ impl Context<'_> {
                 -1,
             );
             released.push((v, why, freed));
+            // Limits and non-preemptible quota are judged now, with the victims gone: allocate
+            // has placed other jobs since this one was first admitted.
+            if self.admission(job, leaf, &request).is_err() {
+                continue;
+            }
             if let Ok(mut slots) = place_gang(self.state, self.snapshot, pending, &plan) {
                 // Never evict more than needed: keep every earlier victim the gang can do without.
                 let mut needed = Vec::with_capacity(released.len());
@@ -234,9 +239,13 @@ impl Context<'_> {
                 for (v, why, freed) in released {
                     self.give_back(&slots);
                     self.restore(v, &freed);
-                    match place_gang(self.state, self.snapshot, pending, &plan) {
-                        Ok(fewer) => slots = fewer,
-                        Err(_) => {
+                    let fewer = self
+                        .admission(job, leaf, &request)
+                        .ok()
+                        .and_then(|()| place_gang(self.state, self.snapshot, pending, &plan).ok());
+                    match fewer {
+                        Some(fewer) => slots = fewer,
+                        None => {
                             self.evict_again(v, &freed);
                             slots = place_gang(self.state, self.snapshot, pending, &plan)
                                 .unwrap_or_default();

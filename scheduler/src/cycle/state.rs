@@ -63,14 +63,30 @@ impl ClusterState {
             .map(|(i, n)| (n.name.as_str(), i))
             .collect();
         let mut slots = vec![None; snapshot.pods.len()];
-        for (p, pod) in snapshot.pods.iter().enumerate() {
-            let Some(&node) = pod.node.as_deref().and_then(|n| index.get(n)) else {
-                continue;
-            };
-            // A bound pod always takes its place, even where the snapshot over-commits a node.
+        // Kubernetes does not say which device a pod holds, so rebuild it: whole-device pods
+        // first (they need empty devices), then shared pods largest first onto partly used ones.
+        let mut bound: Vec<(usize, usize)> = snapshot
+            .pods
+            .iter()
+            .enumerate()
+            .filter_map(|(p, pod)| {
+                pod.node
+                    .as_deref()
+                    .and_then(|n| index.get(n))
+                    .map(|&n| (p, n))
+            })
+            .collect();
+        bound.sort_by_key(|&(p, _)| {
+            let pod = &snapshot.pods[p];
+            (pod.fractional, std::cmp::Reverse(pod.request.gpu), p)
+        });
+        for (p, node) in bound {
+            let pod = &snapshot.pods[p];
+            // A bound pod always takes its place; where the snapshot over-commits a node, it is
+            // charged to the emptiest devices so that nothing else is placed there.
             let devices = state
                 .devices_for(node, pod, Strategy::Binpack)
-                .unwrap_or_default();
+                .unwrap_or_else(|| state.overcommit(node, pod));
             let slot = Slot { node, devices };
             state.apply(&slot, pod, -1);
             slots[p] = Some(slot);
@@ -175,6 +191,27 @@ impl ClusterState {
             .take(need as usize)
             .collect();
         (free.len() as i64 == need).then(|| free.into_iter().map(|d| (d, DEVICE)).collect())
+    }
+
+    /// Devices for a bound pod that does not fit: its GPU amount, charged to the emptiest devices.
+    fn overcommit(&self, node: usize, pod: &Pod) -> Vec<(usize, i64)> {
+        let mut order: Vec<usize> = (0..self.nodes[node].devices.len()).collect();
+        order.sort_by_key(|&d| (std::cmp::Reverse(self.nodes[node].devices[d]), d));
+        let mut left = pod.request.gpu;
+        let mut taken = Vec::new();
+        for d in order {
+            if left <= 0 {
+                break;
+            }
+            let amount = if pod.fractional {
+                left
+            } else {
+                left.min(DEVICE)
+            };
+            taken.push((d, amount));
+            left -= amount;
+        }
+        taken
     }
 
     /// Candidate nodes for a pod in strategy order: binpack fullest first, spread emptiest

@@ -1,0 +1,356 @@
+//! Invariants of the cycle over random clusters and workloads: whatever the input, no node over
+//! capacity, no gang partly bound, no queue above its limit, no non-preemptible job evicted, and
+//! no pod evicted and rebound in the same cycle.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use kai_policy_compiler::check::check;
+use kai_policy_compiler::model::{Bound, Policy};
+use kai_policy_compiler::quantity::ResourceKind;
+use kai_policy_compiler::source::{SourceFile, SourceSet};
+use kai_scheduler::cluster::{Amounts, Node, Pod, PodGroup, Snapshot};
+use kai_scheduler::cycle::{Cycle, CycleResult, run};
+use kai_scheduler::decision::Decision;
+use proptest::prelude::*;
+
+const POLICY: &str = r#"
+cluster "c" { placement gpu=binpack cpu=spread }
+priority-class "prod" value=1000 preemptible=#false
+priority-class "train" value=50
+priority-class "batch" value=20
+placement "pack" strategy=binpack { max-gpus-per-node 4 }
+queue "dept" { gpu quota=8 limit=14
+    queue "a" { gpu quota=4 limit=8; namespaces "a" }
+    queue "b" { gpu quota=4; namespaces "b"; placement "pack" }
+}
+queue "c" { gpu quota=2 limit=6; namespaces "c" "*" }
+"#;
+
+fn policy() -> Policy {
+    check(
+        &SourceSet::new(vec![SourceFile::new("p.kdl", POLICY)]),
+        Vec::new(),
+    )
+    .policy
+    .expect("the test policy checks")
+}
+
+#[derive(Debug, Clone)]
+struct JobSpec {
+    namespace: usize,
+    size: usize,
+    min: usize,
+    gpus: i64,
+    fractional: bool,
+    class: usize,
+}
+
+fn arb_jobs() -> impl Strategy<Value = Vec<JobSpec>> {
+    prop::collection::vec(
+        (
+            0usize..3,
+            1usize..5,
+            1usize..5,
+            0i64..5,
+            prop::bool::weighted(0.2),
+            0usize..4,
+        )
+            .prop_map(|(namespace, size, min, gpus, fractional, class)| JobSpec {
+                namespace,
+                size,
+                min: min.min(size),
+                gpus,
+                fractional,
+                class,
+            }),
+        1..14,
+    )
+}
+
+fn arb_nodes() -> impl Strategy<Value = Vec<i64>> {
+    prop::collection::vec(1i64..9, 1..6)
+}
+
+fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
+    let ns = ["a", "b", "c"];
+    let classes = [None, Some("prod"), Some("train"), Some("batch")];
+    let mut s = Snapshot {
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| Node {
+                name: format!("n{i}"),
+                labels: BTreeMap::new(),
+                allocatable: Amounts {
+                    gpu: g * 1000,
+                    cpu: 32_000,
+                    memory: 256 << 30,
+                },
+                unschedulable: false,
+            })
+            .collect(),
+        ..Snapshot::default()
+    };
+    for (j, spec) in jobs.iter().enumerate() {
+        let name = format!("{tag}{j}");
+        for k in 0..spec.size {
+            let gpu = if spec.fractional {
+                250 * (1 + spec.gpus % 4)
+            } else {
+                spec.gpus * 1000
+            };
+            s.pods.push(Pod {
+                namespace: ns[spec.namespace].into(),
+                name: format!("{name}-{k}"),
+                group: Some(name.clone()),
+                queue: None,
+                priority_class: classes[spec.class].map(String::from),
+                request: Amounts {
+                    gpu,
+                    cpu: 2000,
+                    memory: 8 << 30,
+                },
+                fractional: spec.fractional && gpu > 0,
+                node: None,
+                created: j as u64,
+                started: None,
+                termination_grace_seconds: 30,
+                terminating: false,
+            });
+        }
+        s.groups.push(PodGroup {
+            namespace: ns[spec.namespace].into(),
+            name,
+            min_member: spec.min as u32,
+            queue: None,
+            priority_class: classes[spec.class].map(String::from),
+            created: j as u64,
+        });
+    }
+    s
+}
+
+/// The snapshot after a cycle: binds applied, evicted pods gone (nominated pods stay pending).
+fn apply(s: &Snapshot, r: &CycleResult, now: u64) -> Snapshot {
+    let mut next = s.clone();
+    let evicted: HashSet<&str> = r
+        .decisions
+        .iter()
+        .filter_map(|d| {
+            if let Decision::Evict { pod, .. } = d {
+                Some(pod.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let bound: HashMap<&str, &str> = r
+        .decisions
+        .iter()
+        .filter_map(|d| {
+            if let Decision::Bind { pod, node } = d {
+                Some((pod.as_str(), node.as_str()))
+            } else {
+                None
+            }
+        })
+        .collect();
+    next.pods.retain(|p| !evicted.contains(p.key().as_str()));
+    for p in &mut next.pods {
+        if let Some(node) = bound.get(p.key().as_str()) {
+            p.node = Some(node.to_string());
+            p.started = Some(now);
+        }
+    }
+    next
+}
+
+fn check_invariants(
+    policy: &Policy,
+    before: &Snapshot,
+    r: &CycleResult,
+) -> Result<(), TestCaseError> {
+    let after = apply(before, r, 0);
+    let evicted: HashSet<String> = r
+        .decisions
+        .iter()
+        .filter_map(|d| {
+            if let Decision::Evict { pod, .. } = d {
+                Some(pod.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let bound: HashSet<String> = r
+        .decisions
+        .iter()
+        .filter_map(|d| {
+            if let Decision::Bind { pod, .. } = d {
+                Some(pod.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let nominated: HashMap<String, String> = r
+        .decisions
+        .iter()
+        .filter_map(|d| {
+            if let Decision::Nominate { pod, node } = d {
+                Some((pod.clone(), node.clone()))
+            } else {
+                None
+            }
+        })
+        .collect();
+    prop_assert!(
+        evicted.is_disjoint(&bound),
+        "a pod evicted and rebound in one cycle"
+    );
+
+    // No node over capacity, counting nominated pods where they will go: resources and devices.
+    for node in &before.nodes {
+        let here: Vec<&Pod> = after
+            .pods
+            .iter()
+            .filter(|p| {
+                p.node.as_deref() == Some(node.name.as_str())
+                    || nominated.get(&p.key()) == Some(&node.name)
+            })
+            .collect();
+        for kind in ResourceKind::ALL {
+            let used: i64 = here.iter().map(|p| *p.request.get(kind)).sum();
+            prop_assert!(
+                used <= *node.allocatable.get(kind),
+                "{} over {} capacity: {used}",
+                node.name,
+                kind.name()
+            );
+        }
+        let whole: i64 = here
+            .iter()
+            .filter(|p| !p.fractional)
+            .map(|p| p.request.gpu / 1000)
+            .sum();
+        let shared: i64 = here
+            .iter()
+            .filter(|p| p.fractional)
+            .map(|p| p.request.gpu)
+            .sum();
+        prop_assert!(
+            whole * 1000 + shared <= node.allocatable.gpu
+                && whole + (shared + 999) / 1000 <= node.allocatable.gpu / 1000 + 0,
+            "{}: {whole} whole devices and {shared} thousandths shared on {} devices",
+            node.name,
+            node.allocatable.gpu / 1000
+        );
+    }
+
+    // A gang is never partly bound: a job that got pods this cycle runs (or will run) at least its minimum.
+    for group in &before.groups {
+        let key = |p: &Pod| {
+            p.group.as_deref() == Some(group.name.as_str()) && p.namespace == group.namespace
+        };
+        let newly = before
+            .pods
+            .iter()
+            .filter(|p| key(p) && (bound.contains(&p.key()) || nominated.contains_key(&p.key())))
+            .count();
+        if newly > 0 {
+            let placed = after
+                .pods
+                .iter()
+                .filter(|p| key(p) && (p.node.is_some() || nominated.contains_key(&p.key())))
+                .count();
+            prop_assert!(
+                placed as u32 >= group.min_member,
+                "{} placed {placed} of minimum {}",
+                group.name,
+                group.min_member
+            );
+        }
+    }
+
+    // No queue above its limit; no non-preemptible job evicted.
+    let mut used: Vec<Amounts> = vec![Amounts::default(); policy.queues.len()];
+    for p in after
+        .pods
+        .iter()
+        .filter(|p| p.node.is_some() || nominated.contains_key(&p.key()))
+    {
+        let leaf = policy
+            .queues
+            .iter()
+            .position(|q| q.namespaces.defaults.contains(&p.namespace))
+            .unwrap();
+        let mut at = Some(leaf);
+        while let Some(q) = at {
+            used[q].gpu += p.request.gpu;
+            at = policy.queues[q].parent;
+        }
+    }
+    let used_before: Vec<i64> = {
+        let mut u = vec![0; policy.queues.len()];
+        for p in before.pods.iter().filter(|p| p.node.is_some()) {
+            let leaf = policy
+                .queues
+                .iter()
+                .position(|q| q.namespaces.defaults.contains(&p.namespace))
+                .unwrap();
+            let mut at = Some(leaf);
+            while let Some(q) = at {
+                u[q] += p.request.gpu;
+                at = policy.queues[q].parent;
+            }
+        }
+        u
+    };
+    for (q, queue) in policy.queues.iter().enumerate() {
+        if let Some(Bound::Finite(limit)) = queue.resources.gpu.map(|r| r.limit) {
+            // A cycle never takes a queue above its limit (it may start above it if the policy changed).
+            prop_assert!(
+                used[q].gpu <= limit.max(used_before[q]),
+                "queue {} at {} over limit {limit}",
+                queue.name,
+                used[q].gpu
+            );
+        }
+    }
+    for pod in before.pods.iter().filter(|p| evicted.contains(&p.key())) {
+        prop_assert!(
+            pod.priority_class.as_deref() != Some("prod"),
+            "non-preemptible {} evicted",
+            pod.key()
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_cycle_keeps_the_invariants(nodes in arb_nodes(), first in arb_jobs(), second in arb_jobs(), gap in 0u64..2000) {
+        let policy = policy();
+        let s1 = snapshot(&nodes, &first, "x");
+        let r1 = run(&Cycle { snapshot: &s1, policy: &policy, now: 0, usage: None });
+        check_invariants(&policy, &s1, &r1)?;
+        // A second cycle with more work arriving: preempt and reclaim get their chance.
+        let mut s2 = apply(&s1, &r1, 0);
+        let arriving = snapshot(&nodes, &second, "y");
+        s2.pods.extend(arriving.pods);
+        s2.groups.extend(arriving.groups);
+        let r2 = run(&Cycle { snapshot: &s2, policy: &policy, now: gap, usage: None });
+        check_invariants(&policy, &s2, &r2)?;
+    }
+
+    #[test]
+    fn the_same_input_gives_the_same_decisions(nodes in arb_nodes(), jobs in arb_jobs()) {
+        let policy = policy();
+        let s = snapshot(&nodes, &jobs, "x");
+        let a = run(&Cycle { snapshot: &s, policy: &policy, now: 7, usage: None });
+        let b = run(&Cycle { snapshot: &s, policy: &policy, now: 7, usage: None });
+        prop_assert_eq!(format!("{:?}", a.decisions), format!("{:?}", b.decisions));
+    }
+}
