@@ -13,8 +13,8 @@
 //! snapshot cannot have been taken earlier, so a simulation starts there.
 //!
 //! What a pod asks for follows Kubernetes: per container, a resource's request, or its limit when
-//! only a limit is set (GPUs are usually given as limits); summed over containers, and raised to
-//! the largest init container's where that is more. Pods that have finished (phase `Succeeded` or
+//! only a limit is set (GPUs are usually given as limits); summed over containers and sidecars,
+//! and raised to the largest init container's where that is more; pod-level requests win. Pods that have finished (phase `Succeeded` or
 //! `Failed`) hold nothing and are skipped, as are pending pods that name another scheduler.
 
 use std::collections::BTreeSet;
@@ -411,6 +411,37 @@ fn max(a: Amounts, b: Amounts) -> Amounts {
     }
 }
 
+/// What a pod asks for, as the kubelet counts it: app containers and sidecars (init containers
+/// with `restartPolicy: Always`) add up; a regular init container runs alone beside the sidecars
+/// started before it, so the pod needs the larger of the two. Pod-level `spec.resources`
+/// requests, where set, replace the containers' sum for that resource.
+fn pod_request(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<Amounts, String> {
+    let mut running = Amounts::default();
+    for c in &spec.containers {
+        running = add(running, container_request(c)?);
+    }
+    let mut sidecars = Amounts::default();
+    let mut init = Amounts::default();
+    for c in spec.init_containers.iter().flatten() {
+        let r = container_request(c)?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars = add(sidecars, r);
+        } else {
+            init = max(init, add(r, sidecars));
+        }
+    }
+    let mut request = max(add(running, sidecars), init);
+    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        for (key, kind) in [("cpu", ResourceKind::Cpu), ("memory", ResourceKind::Memory)] {
+            if let Some(q) = pod_level.get(key) {
+                *request.get_mut(kind) =
+                    quantity(q, kind).map_err(|e| format!("spec.resources.requests.{key}: {e}"))?;
+            }
+        }
+    }
+    Ok(request)
+}
+
 /// A pod, `Ok(Err(why))` when it is skipped, `Err` when it cannot be read.
 fn read_pod(
     pod: &K8sPod,
@@ -439,17 +470,10 @@ fn read_pod(
             )));
         }
     }
-    let mut request = Amounts::default();
-    let mut init = Amounts::default();
-    if let Some(spec) = spec {
-        for c in &spec.containers {
-            request = add(request, container_request(c)?);
-        }
-        for c in spec.init_containers.iter().flatten() {
-            init = max(init, container_request(c)?);
-        }
-    }
-    request = max(request, init);
+    let mut request = match spec {
+        Some(spec) => pod_request(spec)?,
+        None => Amounts::default(),
+    };
     let annotations = meta.annotations.as_ref();
     let annotation = |key: &str| {
         annotations

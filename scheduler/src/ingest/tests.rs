@@ -213,6 +213,41 @@ spec:
 }
 
 #[test]
+fn sidecars_add_up_and_pod_level_requests_win() {
+    let file = parse(
+        "
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec:
+  schedulerName: kai-scheduler
+  initContainers:
+  - {name: proxy, restartPolicy: Always, resources: {requests: {cpu: \"1\", memory: 1Gi}}}
+  - {name: migrate, resources: {requests: {cpu: \"4\", memory: 1Gi}}}
+  containers:
+  - {name: a, resources: {requests: {cpu: \"2\", memory: 2Gi}}}
+",
+    );
+    let r = file.snapshot.pods[0].request;
+    // The migration runs beside the proxy (4 + 1 CPU); afterwards app and proxy run (2 + 1).
+    assert_eq!((r.cpu, r.memory), (5000, 3 << 30));
+    let file = parse(
+        "
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec:
+  schedulerName: kai-scheduler
+  resources: {requests: {cpu: \"8\"}}
+  containers:
+  - {name: a, resources: {requests: {cpu: \"2\", memory: 2Gi}, limits: {nvidia.com/gpu: \"1\"}}}
+",
+    );
+    let r = file.snapshot.pods[0].request;
+    assert_eq!((r.gpu, r.cpu, r.memory), (1000, 8000, 2 << 30));
+}
+
+#[test]
 fn bad_quantities_name_the_object_and_the_field() {
     let e = fail(&pod("{}", "{requests: {cpu: lots}}"));
     assert_eq!(
