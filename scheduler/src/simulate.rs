@@ -113,6 +113,8 @@ pub struct Simulation {
     pub allocated: Vec<Amounts>,
     /// The snapshot after the last cycle.
     pub snapshot: Snapshot,
+    /// Seconds between cycles when something changed (a longer gap is a skip ahead).
+    pub step: Time,
 }
 
 /// Runs cycles over `snapshot` until nothing changes or `options.cycles` have run.
@@ -160,6 +162,7 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
                     shares: result.shares,
                     allocated: result.allocated,
                     snapshot,
+                    step: options.step,
                 };
             }
         }
@@ -426,8 +429,21 @@ pub fn render_json(sim: &Simulation, policy: &Policy) -> String {
 pub fn render_human(sim: &Simulation, policy: &Policy) -> String {
     let mut out = String::new();
     let start = sim.cycles.first().map_or(0, |c| c.at);
+    let mut previous = None;
     for (i, c) in sim.cycles.iter().enumerate() {
-        let _ = writeln!(out, "cycle {} at +{}", i + 1, format_seconds(c.at - start));
+        let skipped = previous.is_some_and(|p: Time| c.at - p > sim.step);
+        let _ = writeln!(
+            out,
+            "cycle {} at +{}{}",
+            i + 1,
+            format_seconds(c.at - start),
+            if skipped {
+                " (skipped ahead: nothing changes until a min-runtime or grace period ends)"
+            } else {
+                ""
+            }
+        );
+        previous = Some(c.at);
         if c.decisions.is_empty() {
             out.push_str("  nothing to do\n");
         }
