@@ -370,22 +370,3 @@ fn the_reclaim_json_reports_evictions() {
     assert_eq!(value["bound"], 40);
     assert!(value["evicted"].as_u64().unwrap() >= 40);
 }
-
-#[test]
-#[ignore = "manual: KAI_BENCH='nodes pods queues scenario' prints the bench report"]
-fn manual_bench() {
-    let spec = std::env::var("KAI_BENCH").unwrap_or_else(|_| "500 5000 100 allocate".to_string());
-    let w: Vec<&str> = spec.split_whitespace().collect();
-    let args = BenchArgs {
-        nodes: Some(w[0].parse().unwrap()),
-        pods: Some(w[1].parse().unwrap()),
-        queues: Some(w[2].parse().unwrap()),
-        scenario: if w.get(3) == Some(&"reclaim") {
-            Scenario::Reclaim
-        } else {
-            Scenario::Allocate
-        },
-        ..BenchArgs::default()
-    };
-    println!("{}", run(&args).unwrap());
-}
