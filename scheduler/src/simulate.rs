@@ -5,7 +5,8 @@
 //! - a **bind** puts the pod on its node; it starts running at the cycle's time;
 //! - an **eviction** removes the pod (evicted pods are gone by the next cycle; the output remembers
 //!   them as `evicted`); a pod *moved* by consolidation is re-placed at once on its new node;
-//! - a **nomination** leaves the pod pending and remembers the node (it binds in a later cycle);
+//! - a **nomination** leaves the pod pending and remembers the node until the next cycle (which
+//!   binds it, nominates it again, or gives another reason);
 //! - pods that were already terminating in the cluster file are gone after the first cycle;
 //! - the clock advances [`CYCLE_SECONDS`] per cycle.
 //!
@@ -178,6 +179,9 @@ fn apply(
     nominated: &mut BTreeMap<String, String>,
 ) -> bool {
     let mut changed = false;
+    // A nomination holds for one cycle: the next one binds the pod, nominates it again, or
+    // leaves it pending for another reason.
+    nominated.clear();
     let index: BTreeMap<String, usize> = snapshot
         .pods
         .iter()
