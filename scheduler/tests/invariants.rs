@@ -10,7 +10,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 use kai_policy_compiler::source::{SourceFile, SourceSet};
 use kai_scheduler::cluster::{Amounts, Node, Pod, PodGroup, Snapshot};
 use kai_scheduler::cycle::{Cycle, CycleResult, run};
-use kai_scheduler::decision::Decision;
+use kai_scheduler::decision::{Decision, EvictReason};
 use proptest::prelude::*;
 
 const POLICY: &str = r#"
@@ -130,35 +130,35 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
     s
 }
 
-/// The snapshot after a cycle: binds applied, evicted pods gone (nominated pods stay pending).
+/// The snapshot after a cycle: binds applied, consolidated pods on their new node, other evicted
+/// pods gone (nominated pods stay pending).
 fn apply(s: &Snapshot, r: &CycleResult, now: u64) -> Snapshot {
     let mut next = s.clone();
-    let evicted: HashSet<&str> = r
-        .decisions
-        .iter()
-        .filter_map(|d| {
-            if let Decision::Evict { pod, .. } = d {
-                Some(pod.as_str())
-            } else {
-                None
+    let mut moved: HashMap<String, String> = HashMap::new();
+    let mut evicted: HashSet<String> = HashSet::new();
+    let mut bound: HashMap<String, String> = HashMap::new();
+    for d in &r.decisions {
+        match d {
+            Decision::Evict {
+                pod,
+                reason: EvictReason::Consolidate { to_node, .. },
+                ..
+            } => {
+                moved.insert(pod.clone(), to_node.clone());
             }
-        })
-        .collect();
-    let bound: HashMap<&str, &str> = r
-        .decisions
-        .iter()
-        .filter_map(|d| {
-            if let Decision::Bind { pod, node } = d {
-                Some((pod.as_str(), node.as_str()))
-            } else {
-                None
+            Decision::Evict { pod, .. } => {
+                evicted.insert(pod.clone());
             }
-        })
-        .collect();
-    next.pods.retain(|p| !evicted.contains(p.key().as_str()));
+            Decision::Bind { pod, node } => {
+                bound.insert(pod.clone(), node.clone());
+            }
+            _ => {}
+        }
+    }
+    next.pods.retain(|p| !evicted.contains(&p.key()));
     for p in &mut next.pods {
-        if let Some(node) = bound.get(p.key().as_str()) {
-            p.node = Some(node.to_string());
+        if let Some(node) = bound.get(&p.key()).or(moved.get(&p.key())) {
+            p.node = Some(node.clone());
             p.started = Some(now);
         }
     }

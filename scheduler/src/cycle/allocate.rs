@@ -232,16 +232,16 @@ impl Context<'_> {
                     continue;
                 };
                 let (allocated, requested) = (*self.used.all[q].get(kind), *request.get(kind));
-                if let Bound::Finite(limit) = terms.limit {
-                    if allocated + requested > limit {
-                        return Err(Reason::OverLimit {
-                            queue: queue.name.clone(),
-                            resource: kind,
-                            limit,
-                            allocated,
-                            requested,
-                        });
-                    }
+                if let Bound::Finite(limit) = terms.limit
+                    && allocated + requested > limit
+                {
+                    return Err(Reason::OverLimit {
+                        queue: queue.name.clone(),
+                        resource: kind,
+                        limit,
+                        allocated,
+                        requested,
+                    });
                 }
                 if let (false, Bound::Finite(quota)) = (preemptible, terms.quota) {
                     let allocated = *self.used.non_preemptible[q].get(kind);

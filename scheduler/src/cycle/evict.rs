@@ -14,39 +14,26 @@ use super::state::Slot;
 use crate::cluster::Amounts;
 use crate::decision::{Decision, EvictReason};
 
+/// A victim job released tentatively: its index, why it would be evicted, and the slots it held.
+type Released = (usize, EvictReason, Vec<(usize, Slot)>);
+
 /// How long a running gang may stay below `minMember` before it is evicted whole (KAI's default).
 pub const STALE_GANG_GRACE_SECONDS: u64 = 60;
 
 impl Context<'_> {
-    /// For each job allocate could not place: preempt inside its queue, else reclaim from other
-    /// queues, else it stays pending with allocate's reason.
-    pub fn preempt_and_reclaim(&mut self, unplaced: Vec<Unplaced>) {
-        for Unplaced { job, reason } in unplaced {
-            let Ok(leaf) = self.jobs[job].queue else {
+    /// Reclaim pass: for each job still unplaced, evict from queues above their fair share.
+    /// Returns the jobs it could not help.
+    pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
+        let mut still = Vec::new();
+        for u in unplaced {
+            let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
-            let pending = self.pending(job);
+            let pending = self.pending(u.job);
             let request = request_of(self.snapshot, &pending);
-            let for_job = self.jobs[job].key.clone();
-            let priority = self.jobs[job].priority;
-            let preempt: Vec<(usize, EvictReason)> = self
-                .preempt_victims(job, leaf)
-                .into_iter()
-                .map(|v| {
-                    (
-                        v,
-                        EvictReason::Preempt {
-                            for_job: for_job.clone(),
-                            priorities: (self.jobs[v].priority, priority),
-                        },
-                    )
-                })
-                .collect();
-            if self.release_until_fit(job, leaf, &pending, preempt) {
-                continue;
-            }
+            let for_job = self.jobs[u.job].key.clone();
             let by_queue = self.policy.queues[leaf].name.clone();
-            let reclaim: Vec<(usize, EvictReason)> = self
+            let victims: Vec<(usize, EvictReason)> = self
                 .reclaim_victims(leaf, &request)
                 .into_iter()
                 .map(|v| {
@@ -64,15 +51,46 @@ impl Context<'_> {
                     )
                 })
                 .collect();
-            if self.release_until_fit(job, leaf, &pending, reclaim) {
-                continue;
+            if !self.release_until_fit(u.job, leaf, &pending, victims) {
+                still.push(u);
             }
-            self.pending_decision(job, reason);
         }
+        still
+    }
+
+    /// Preempt pass: for each job still unplaced, evict lower-priority jobs of its own queue.
+    /// Returns the jobs it could not help.
+    pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
+        let mut still = Vec::new();
+        for u in unplaced {
+            let Ok(leaf) = self.jobs[u.job].queue else {
+                continue;
+            };
+            let pending = self.pending(u.job);
+            let for_job = self.jobs[u.job].key.clone();
+            let priority = self.jobs[u.job].priority;
+            let victims: Vec<(usize, EvictReason)> = self
+                .preempt_victims(u.job, leaf)
+                .into_iter()
+                .map(|v| {
+                    (
+                        v,
+                        EvictReason::Preempt {
+                            for_job: for_job.clone(),
+                            priorities: (self.jobs[v].priority, priority),
+                        },
+                    )
+                })
+                .collect();
+            if !self.release_until_fit(u.job, leaf, &pending, victims) {
+                still.push(u);
+            }
+        }
+        still
     }
 
     /// Running pods of a job.
-    fn running(&self, job: usize) -> Vec<usize> {
+    pub(crate) fn running(&self, job: usize) -> Vec<usize> {
         self.jobs[job]
             .pods
             .iter()
@@ -82,7 +100,7 @@ impl Context<'_> {
     }
 
     /// Whether every running pod of a job has run at least `min` seconds.
-    fn past_min_runtime(&self, job: usize, min: Option<u64>) -> bool {
+    pub(crate) fn past_min_runtime(&self, job: usize, min: Option<u64>) -> bool {
         let min = min.unwrap_or(0);
         self.running(job).iter().all(|&p| {
             self.snapshot.pods[p]
@@ -208,7 +226,7 @@ impl Context<'_> {
         }
         let request = request_of(self.snapshot, pending);
         let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
-        let mut released: Vec<(usize, EvictReason, Vec<(usize, Slot)>)> = Vec::new();
+        let mut released: Vec<Released> = Vec::new();
         for (v, why) in victims {
             let Ok(vq) = self.jobs[v].queue else { continue };
             let pods = self.running(v);

@@ -1,10 +1,12 @@
 //! One scheduling cycle: a pure function of (snapshot, policy, clock) → decisions.
 //!
-//! Order, as KAI runs it: compute fair shares, then allocate, then (for what allocate could not
-//! place) preempt inside a queue and reclaim between queues, then evict stale gangs. Decisions
-//! are taken against the snapshot and returned together; nothing is half-applied.
+//! Order, as KAI runs it: compute fair shares, then allocate; for what allocate could not place,
+//! consolidate (move pods to make room), then reclaim between queues, then preempt inside a
+//! queue; finally evict stale gangs. Decisions are taken against the snapshot and returned
+//! together; nothing is half-applied.
 
 mod allocate;
+mod consolidate;
 mod evict;
 mod jobs;
 mod placement;
@@ -121,7 +123,11 @@ pub fn run(cycle: &Cycle) -> CycleResult {
         capacity: capacity(snapshot),
     };
     let unplaced = ctx.allocate();
-    ctx.preempt_and_reclaim(unplaced);
+    let unplaced = ctx.consolidate(unplaced);
+    let unplaced = ctx.reclaim(unplaced);
+    for u in ctx.preempt(unplaced) {
+        ctx.pending_decision(u.job, u.reason);
+    }
     ctx.evict_stale_gangs();
     let decisions = ctx.decisions;
     CycleResult {

@@ -112,6 +112,11 @@ impl ClusterState {
         }
     }
 
+    /// Free amounts of a node.
+    pub fn free(&self, node: usize) -> Amounts {
+        self.nodes[node].free
+    }
+
     /// Whole free GPU devices of a node.
     pub fn whole_devices(&self, node: usize) -> u32 {
         self.nodes[node].whole

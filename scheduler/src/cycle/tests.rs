@@ -487,3 +487,48 @@ fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() 
         }
     ));
 }
+
+#[test]
+fn consolidation_moves_a_pod_to_make_room_for_a_gang_and_re_places_it() {
+    let p = policy(TWO_TEAMS);
+    // 4 free GPUs on each node, but the pending pod needs 8 on one node: move b/small away.
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![
+            running(pod("b", "small", 4), "n1", 0),
+            running(pod("b", "other", 4), "n2", 0),
+            pod("a", "big", 8),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let moves = evicted(&r);
+    assert_eq!(moves.len(), 1, "{:?}", r.decisions);
+    assert!(matches!(&moves[0].1, EvictReason::Consolidate { for_job, .. } if for_job == "a/big"));
+    let nominated: Vec<&Decision> = r
+        .decisions
+        .iter()
+        .filter(|d| matches!(d, Decision::Nominate { .. }))
+        .collect();
+    assert_eq!(nominated.len(), 1);
+}
+
+#[test]
+fn consolidation_never_moves_non_preemptible_work() {
+    let p = policy(TWO_TEAMS);
+    let prod = |name: &str, node_name: &str| Pod {
+        priority_class: Some("prod".into()),
+        ..running(pod("b", name, 4), node_name, 0)
+    };
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![prod("p1", "n1"), prod("p2", "n2"), pod("a", "big", 8)],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert!(evicted(&r).is_empty());
+    assert!(matches!(
+        pending_reason(&r, "a/big"),
+        Reason::NoNodeFits { .. }
+    ));
+}
