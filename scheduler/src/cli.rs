@@ -152,9 +152,22 @@ fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
         start,
         ..simulate::Options::default()
     };
+    let snapshot = &file.snapshot;
+    let pending = snapshot.pods.iter().filter(|p| p.node.is_none()).count();
+    let header = format!(
+        "{} pods ({pending} pending) on {} nodes; cycle 1 runs at {}, then one every simulated minute\n\n",
+        snapshot.pods.len(),
+        snapshot.nodes.len(),
+        file.origin
+            .and_then(|o| Timestamp::from_second(o.as_second() + start as i64).ok())
+            .map_or_else(
+                || "the cluster file's time 0".to_string(),
+                |t| t.to_string()
+            )
+    );
     let sim = simulate::simulate(file.snapshot, policy, &options);
     print_stdout(&match args.format {
-        Format::Human => simulate::render_human(&sim, policy),
+        Format::Human => header + &simulate::render_human(&sim, policy),
         Format::Json => simulate::render_json(&sim, policy),
     });
     Ok(EXIT_OK)
