@@ -491,9 +491,23 @@ pub fn render_human(sim: &Simulation, policy: &Policy) -> String {
     }
     let count = |s: Status| sim.pods.values().filter(|p| p.status == s).count();
     let nominated = sim.pods.values().filter(|p| p.nominated.is_some()).count();
+    let moves = sim
+        .cycles
+        .iter()
+        .flat_map(|c| &c.decisions)
+        .filter(|d| {
+            matches!(
+                d,
+                Decision::Evict {
+                    reason: EvictReason::Consolidate { .. },
+                    ..
+                }
+            )
+        })
+        .count();
     let _ = writeln!(
         out,
-        "\nafter {} cycle{}: {} bound, {} pending{}, {} evicted",
+        "\nafter {} cycle{}: {} bound, {} pending{}, {} evicted{}",
         sim.cycles.len(),
         if sim.cycles.len() == 1 { "" } else { "s" },
         count(Status::Bound),
@@ -503,7 +517,12 @@ pub fn render_human(sim: &Simulation, policy: &Policy) -> String {
         } else {
             String::new()
         },
-        count(Status::Evicted)
+        count(Status::Evicted),
+        match moves {
+            0 => String::new(),
+            1 => ", 1 move".to_string(),
+            n => format!(", {n} moves"),
+        }
     );
     out.push('\n');
     out.push_str(&queue_table(sim, policy));
