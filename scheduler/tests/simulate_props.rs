@@ -238,10 +238,10 @@ fn check_cycle(
         .collect();
     let by_key: BTreeMap<String, &Pod> = before.pods.iter().map(|p| (p.key(), p)).collect();
     for d in decisions {
-        if let Decision::Bind { pod, .. } = d {
-            if evicted.contains(pod.as_str()) {
-                return Err(format!("{pod} evicted and bound in one cycle"));
-            }
+        if let Decision::Bind { pod, .. } = d
+            && evicted.contains(pod.as_str())
+        {
+            return Err(format!("{pod} evicted and bound in one cycle"));
         }
         if let Decision::Evict { pod, .. } = d {
             let p = by_key
