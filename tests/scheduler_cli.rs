@@ -228,6 +228,23 @@ fn now_sets_the_clock_and_cannot_precede_the_file() {
 }
 
 #[test]
+fn the_cluster_can_come_from_standard_input() {
+    let mut child = Command::new(binary("kai-scheduler"))
+        .args(["simulate", "--cluster", "-", "--format", "json"])
+        .current_dir(repo_root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = std::fs::read(repo_root().join("examples/cluster.yaml")).unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let from_file = simulate_example(&["--format", "json"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), from_file.stdout);
+}
+
+#[test]
 fn a_closed_pipe_is_not_a_crash() {
     let mut child = Command::new(binary("kai-scheduler"))
         .args([

@@ -3,7 +3,7 @@
 //! 0 ok, 1 the policy has errors (its diagnostics are printed), 2 the command could not run
 //! (bad flags, an unreadable policy folder, an unreadable or invalid cluster file).
 
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -53,7 +53,7 @@ struct SimulateArgs {
     #[arg(long, default_value = "policies")]
     policy: PathBuf,
     /// The cluster file: what `kubectl get nodes,pods,podgroups.scheduling.run.ai -A -o yaml`
-    /// prints.
+    /// prints (`-`: standard input).
     #[arg(long)]
     cluster: PathBuf,
     /// At most this many cycles, one simulated minute apart (fewer when nothing changes).
@@ -125,8 +125,17 @@ fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
     let Some(policy) = checked.policy.as_ref().filter(|_| !checked.has_errors()) else {
         return Ok(EXIT_PROBLEMS);
     };
-    let file = ingest::read_cluster(&args.cluster, &Options::for_policy(policy))
-        .map_err(|e| e.to_string())?;
+    let options = Options::for_policy(policy);
+    let file = if args.cluster.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read the cluster from standard input: {e}"))?;
+        ingest::parse_cluster("-", &text, &options)
+    } else {
+        ingest::read_cluster(&args.cluster, &options)
+    }
+    .map_err(|e| e.to_string())?;
     for note in &file.notes {
         eprintln!("note: {}: {note}", args.cluster.display());
     }
