@@ -247,7 +247,9 @@ impl fmt::Display for Reason {
             ),
             Reason::GangIncomplete { pods, min_member } => write!(
                 f,
-                "gang incomplete: {pods} pods exist, minMember is {min_member}"
+                "gang incomplete: {pods} pod{} exist{}, minMember is {min_member}",
+                if *pods == 1 { "" } else { "s" },
+                if *pods == 1 { "s" } else { "" }
             ),
             Reason::WaitingBehind { jobs, queue } => write!(
                 f,

@@ -142,7 +142,13 @@ impl Context<'_> {
             }
             match self.try_job(j, leaf) {
                 Ok(()) => placed_in[leaf] += 1,
-                Err(reason @ (Reason::NoNodeFits { .. } | Reason::NoTopologyDomain { .. })) => {
+                // Room may still be made by moving or evicting pods; a limit may still be met by
+                // preempting the queue's own lower-priority work.
+                Err(
+                    reason @ (Reason::NoNodeFits { .. }
+                    | Reason::NoTopologyDomain { .. }
+                    | Reason::OverLimit { .. }),
+                ) => {
                     let reason = match (placed_in[leaf], reason) {
                         (0, reason) => reason,
                         (jobs, Reason::NoNodeFits { .. }) => Reason::WaitingBehind {
@@ -263,35 +269,40 @@ impl Context<'_> {
 
     /// Places a job whole (or, for a running job above its minimum, whatever extra pods fit).
     fn try_job(&mut self, job: usize, leaf: usize) -> Result<(), Reason> {
-        let pending = self.pending(job);
-        let running = self.jobs[job].pods.len() - pending.len();
-        let gangs: Vec<Vec<usize>> = if running as u32 >= self.jobs[job].min_member {
-            pending.iter().map(|&p| vec![p]).collect()
-        } else {
-            vec![pending]
-        };
+        let core = self.gang_core(job);
+        self.place(job, leaf, &core)?;
+        // Past its minimum, a job's other pods each go where they fit, or wait.
         let mut first_error = None;
-        let mut any = false;
-        for gang in gangs {
-            let request = request_of(self.snapshot, &gang);
-            let placed = self.admission(job, leaf, &request).and_then(|()| {
-                let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
-                place_gang(self.state, self.snapshot, &gang, &plan)
-            });
-            match placed {
-                Ok(slots) => {
-                    self.commit(job, leaf, slots, false);
-                    any = true;
-                }
-                Err(reason) => {
-                    first_error.get_or_insert(reason);
-                }
+        for p in self.pending(job) {
+            if let Err(reason) = self.place(job, leaf, &[p]) {
+                first_error.get_or_insert(reason);
             }
         }
-        match (any, first_error) {
-            (true, _) | (false, None) => Ok(()),
-            (false, Some(reason)) => Err(reason),
+        if let Some(reason) = first_error {
+            self.pending_decision(job, reason);
         }
+        Ok(())
+    }
+
+    /// The pods a job needs placed together now: enough to reach its minimum, or, for a job at
+    /// its minimum already, one more pod.
+    pub fn gang_core(&self, job: usize) -> Vec<usize> {
+        let pending = self.pending(job);
+        let running = self.jobs[job].pods.len() - pending.len();
+        let need = (self.jobs[job].min_member as usize)
+            .saturating_sub(running)
+            .max(1);
+        pending.into_iter().take(need).collect()
+    }
+
+    /// Admits and places some pods of a job all or none, binding them.
+    fn place(&mut self, job: usize, leaf: usize, pods: &[usize]) -> Result<(), Reason> {
+        let request = request_of(self.snapshot, pods);
+        self.admission(job, leaf, &request)?;
+        let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
+        let slots = place_gang(self.state, self.snapshot, pods, &plan)?;
+        self.commit(job, leaf, slots, false);
+        Ok(())
     }
 
     /// Records placed slots: binds, or nominations when the room is still being freed.

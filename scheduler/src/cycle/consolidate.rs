@@ -44,7 +44,7 @@ impl Context<'_> {
         let Ok(leaf) = self.jobs[job].queue else {
             return false;
         };
-        let pending = self.pending(job);
+        let pending = self.gang_core(job);
         let request = request_of(self.snapshot, &pending);
         let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
         if plan.required.is_some() || self.admission(job, leaf, &request).is_err() {
@@ -175,6 +175,7 @@ impl Context<'_> {
         };
         let Ok(queue) = j.queue else { return false };
         self.jobs[job].preemptible
+            && !self.growing(job)
             && self.past_min_runtime(
                 job,
                 self.policy.queues[queue].min_runtime.preempt.map(|d| d.0),

@@ -99,6 +99,15 @@ impl Context<'_> {
             .collect()
     }
 
+    /// Whether a job got pods placed in this cycle: it is growing, so it is nobody's victim now
+    /// (evicting its older pods would leave the new ones as a partial gang).
+    pub(crate) fn growing(&self, job: usize) -> bool {
+        self.jobs[job]
+            .pods
+            .iter()
+            .any(|&p| self.slots[p].is_some() && self.snapshot.pods[p].node.is_none())
+    }
+
     /// Whether every running pod of a job has run at least `min` seconds.
     pub(crate) fn past_min_runtime(&self, job: usize, min: Option<u64>) -> bool {
         let min = min.unwrap_or(0);
@@ -117,7 +126,9 @@ impl Context<'_> {
         let mut victims: Vec<usize> = (0..self.jobs.len())
             .filter(|&v| v != job && self.jobs[v].queue == Ok(leaf))
             .filter(|&v| self.jobs[v].preemptible && self.jobs[v].priority < priority)
-            .filter(|&v| !self.running(v).is_empty() && self.past_min_runtime(v, min))
+            .filter(|&v| {
+                !self.running(v).is_empty() && !self.growing(v) && self.past_min_runtime(v, min)
+            })
             .collect();
         victims.sort_by_key(|&v| (self.jobs[v].priority, Reverse(self.latest_start(v)), v));
         victims
@@ -168,7 +179,7 @@ impl Context<'_> {
         let mut victims: Vec<(usize, f64)> = Vec::new();
         for v in 0..self.jobs.len() {
             let Ok(vq) = self.jobs[v].queue else { continue };
-            if vq == leaf || !self.jobs[v].preemptible {
+            if vq == leaf || !self.jobs[v].preemptible || self.growing(v) {
                 continue;
             }
             let running = self.running(v);

@@ -12,6 +12,7 @@ mod jobs;
 mod placement;
 mod state;
 
+pub use evict::STALE_GANG_GRACE_SECONDS;
 pub use jobs::Job;
 
 use kai_policy_compiler::fairshare::{self, Demand, FairShares};
