@@ -70,16 +70,9 @@ struct SimulateArgs {
 
 /// Parses the command line, runs the command, and returns the process exit status.
 pub fn run() -> u8 {
-    let cli = match Cli::try_parse() {
+    let cli: Cli = match kai_policy_compiler::cli::parse_args() {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                EXIT_FAILURE
-            } else {
-                EXIT_OK
-            };
-        }
+        Err(status) => return status,
     };
     let result = match cli.command {
         Command::Simulate(args) => simulate_command(&args),

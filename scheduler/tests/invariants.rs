@@ -240,7 +240,7 @@ fn check_invariants(
             .sum();
         prop_assert!(
             whole * 1000 + shared <= node.allocatable.gpu
-                && whole + (shared + 999) / 1000 <= node.allocatable.gpu / 1000 + 0,
+                && whole + (shared + 999) / 1000 <= node.allocatable.gpu / 1000,
             "{}: {whole} whole devices and {shared} thousandths shared on {} devices",
             node.name,
             node.allocatable.gpu / 1000

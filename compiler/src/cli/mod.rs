@@ -140,18 +140,24 @@ pub enum CliError {
     Render(#[from] crate::lower::RenderError),
 }
 
+/// Parses a command line, or returns the exit status once clap has printed why it will not run
+/// (`--help` and `--version` exit 0, bad flags 2). Both binaries parse through it.
+pub fn parse_args<T: Parser>() -> Result<T, u8> {
+    T::try_parse().map_err(|e| {
+        let _ = e.print();
+        if e.use_stderr() {
+            EXIT_FAILURE
+        } else {
+            EXIT_OK
+        }
+    })
+}
+
 /// Parses the command line, runs the command, and returns the process exit status.
 pub fn run() -> u8 {
-    let cli = match Cli::try_parse() {
+    let cli: Cli = match parse_args() {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                EXIT_FAILURE
-            } else {
-                EXIT_OK
-            };
-        }
+        Err(status) => return status,
     };
     let result = match cli.command {
         Command::Check(args) => check_command(&args.policy),
