@@ -131,7 +131,19 @@ impl Context<'_> {
             .collect();
         let mut placed_in = vec![0usize; n];
         let mut unplaced = Vec::new();
-        while let Some(leaf) = self.best(&roots, &queues, &waiting) {
+        // Each parent's best leaf, cached; only the ancestors of the leaf that was served change.
+        let mut best_leaf: Vec<Option<usize>> = vec![None; n];
+        for q in (0..n).rev() {
+            if !self.policy.queues[q].is_leaf() {
+                best_leaf[q] = self.best(
+                    &self.policy.queues[q].children,
+                    &queues,
+                    &waiting,
+                    &best_leaf,
+                );
+            }
+        }
+        while let Some(leaf) = self.best(&roots, &queues, &waiting, &best_leaf) {
             let Some(j) = queues[leaf].pop_front() else {
                 break;
             };
@@ -140,7 +152,18 @@ impl Context<'_> {
                 waiting[a] -= 1;
                 at = self.policy.queues[a].parent;
             }
-            match self.try_job(j, leaf) {
+            let outcome = self.try_job(j, leaf);
+            let mut at = self.policy.queues[leaf].parent;
+            while let Some(a) = at {
+                best_leaf[a] = self.best(
+                    &self.policy.queues[a].children,
+                    &queues,
+                    &waiting,
+                    &best_leaf,
+                );
+                at = self.policy.queues[a].parent;
+            }
+            match outcome {
                 Ok(()) => placed_in[leaf] += 1,
                 // Room may still be made by moving or evicting pods; a limit may still be met by
                 // preempting the queue's own lower-priority work.
@@ -171,15 +194,12 @@ impl Context<'_> {
         siblings: &[usize],
         queues: &[VecDeque<usize>],
         waiting: &[usize],
+        best_leaf: &[Option<usize>],
     ) -> Option<usize> {
         let mut best: Option<(Rank, usize)> = None;
         for &c in siblings.iter().filter(|&&c| waiting[c] > 0) {
             let queue = &self.policy.queues[c];
-            let leaf = if queue.is_leaf() {
-                c
-            } else {
-                self.best(&queue.children, queues, waiting)?
-            };
+            let leaf = if queue.is_leaf() { c } else { best_leaf[c]? };
             let Some(&job) = queues[leaf].front() else {
                 continue;
             };
@@ -194,7 +214,15 @@ impl Context<'_> {
     /// Not above fair share first; within quota with the job first; higher queue priority; lower
     /// dominant share with the job; older; declared earlier.
     fn rank(&self, queue: usize, job: usize) -> Rank {
-        let request = request_of(self.snapshot, &self.pending(job));
+        let mut request = Amounts::default();
+        for &p in &self.jobs[job].pods {
+            if self.slots[p].is_none() {
+                let r = &self.snapshot.pods[p].request;
+                request.gpu += r.gpu;
+                request.cpu += r.cpu;
+                request.memory += r.memory;
+            }
+        }
         let used = &self.used.all[queue];
         let share = &self.shares.queues[queue];
         let q = &self.policy.queues[queue];

@@ -35,6 +35,8 @@ pub struct ClusterState {
     by_gpu: BTreeSet<(u32, usize)>,
     /// Schedulable nodes by (free CPU, index): where CPU-only pods look.
     by_cpu: BTreeSet<(i64, usize)>,
+    /// Schedulable nodes by (free GPU thousandths, index): where fractional pods look.
+    by_free_gpu: BTreeSet<(i64, usize)>,
 }
 
 impl ClusterState {
@@ -55,6 +57,7 @@ impl ClusterState {
             nodes,
             by_gpu: BTreeSet::new(),
             by_cpu: BTreeSet::new(),
+            by_free_gpu: BTreeSet::new(),
         };
         let index: std::collections::HashMap<&str, usize> = snapshot
             .nodes
@@ -103,12 +106,15 @@ impl ClusterState {
         }
         let n = &self.nodes[node];
         let (g, c) = ((n.whole, node), (n.free.cpu, node));
+        let f = (n.free.gpu, node);
         if insert {
             self.by_gpu.insert(g);
             self.by_cpu.insert(c);
+            self.by_free_gpu.insert(f);
         } else {
             self.by_gpu.remove(&g);
             self.by_cpu.remove(&c);
+            self.by_free_gpu.remove(&f);
         }
     }
 
@@ -234,19 +240,13 @@ impl ClusterState {
                 Strategy::Spread => Box::new(range.rev().map(|&(_, n)| n)),
             }
         } else if pod.request.gpu > 0 {
-            // Fractional pods: any node with a device that has room, fullest first for binpack.
-            let mut nodes: Vec<usize> = (0..self.nodes.len())
-                .filter(|&n| {
-                    self.schedulable[n]
-                        && self.nodes[n].devices.iter().any(|&f| f >= pod.request.gpu)
-                })
-                .collect();
-            let key = |n: &usize| self.nodes[*n].free.gpu;
+            let need = pod.request.gpu;
+            let fits = move |n: &usize| self.nodes[*n].devices.iter().any(|&f| f >= need);
+            let range = self.by_free_gpu.range((need, 0)..);
             match strategy {
-                Strategy::Binpack => nodes.sort_by_key(|n| (key(n), *n)),
-                Strategy::Spread => nodes.sort_by_key(|n| (std::cmp::Reverse(key(n)), *n)),
+                Strategy::Binpack => Box::new(range.map(|&(_, n)| n).filter(fits)),
+                Strategy::Spread => Box::new(range.rev().map(|&(_, n)| n).filter(fits)),
             }
-            Box::new(nodes.into_iter())
         } else {
             let range = self.by_cpu.range((pod.request.cpu, 0)..);
             match strategy {
