@@ -42,6 +42,31 @@ impl Checked {
 
 /// Checks a whole policy. `earlier` carries diagnostics found while loading the files.
 pub fn check(sources: &SourceSet, earlier: Vec<Diagnostic>) -> Checked {
+    check_with(sources, earlier, &ParseCache::default())
+}
+
+/// Documents already parsed, by file text: checking two revisions of one policy (as `diff`
+/// does) parses each file that did not change once. Only documents that parsed are kept; a
+/// document's spans are byte offsets in its own text, so it serves any file with that text.
+#[derive(Debug, Default)]
+pub struct ParseCache {
+    documents: std::sync::Mutex<std::collections::HashMap<String, KdlDocument>>,
+}
+
+impl ParseCache {
+    fn get(&self, text: &str) -> Option<KdlDocument> {
+        self.documents.lock().ok()?.get(text).cloned()
+    }
+
+    fn put(&self, text: &str, doc: &KdlDocument) {
+        if let Ok(mut documents) = self.documents.lock() {
+            documents.insert(text.to_string(), doc.clone());
+        }
+    }
+}
+
+/// [`check`], reusing (and filling) a cache of parsed documents.
+pub fn check_with(sources: &SourceSet, earlier: Vec<Diagnostic>, cache: &ParseCache) -> Checked {
     let mut diags = earlier;
     let mut decls = decl::Decls::default();
     let mut unread = Vec::new();
@@ -60,7 +85,7 @@ pub fn check(sources: &SourceSet, earlier: Vec<Diagnostic>) -> Checked {
     for (_, file) in sources.iter().filter(|(id, _)| undecodable.contains(id)) {
         unread.push(file.text.as_str());
     }
-    for (id, text, parsed, parse_diags) in parse_all(&files) {
+    for (id, text, parsed, parse_diags) in parse_all(&files, cache) {
         diags.extend(parse_diags);
         match parsed {
             Some(doc) => read::Reader::new(id, &mut decls, &mut diags).document(&doc),
@@ -94,10 +119,16 @@ type Parsed<'a> = (FileId, &'a str, Option<KdlDocument>, Vec<Diagnostic>);
 
 /// Parses every file, on all cores when the policy is large (the KDL parser is most of the
 /// checker's time), returning the results in file order so that output never depends on it.
-fn parse_all<'a>(files: &[(FileId, &'a str)]) -> Vec<Parsed<'a>> {
+fn parse_all<'a>(files: &[(FileId, &'a str)], cache: &ParseCache) -> Vec<Parsed<'a>> {
     let parse_one = |&(id, text): &(FileId, &'a str)| {
+        if let Some(doc) = cache.get(text) {
+            return (id, text, Some(doc), Vec::new());
+        }
         let mut diags = Vec::new();
         let doc = parse(id, text, &mut diags);
+        if let Some(doc) = &doc {
+            cache.put(text, doc);
+        }
         (id, text, doc, diags)
     };
     let total: usize = files.iter().map(|(_, t)| t.len()).sum();

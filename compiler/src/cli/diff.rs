@@ -33,11 +33,12 @@ pub struct DiffArgs {
 
 /// Runs `diff`: 0 no change, 1 changes, 2 error (including a revision that does not compile).
 pub fn run(args: &DiffArgs) -> Result<u8, CliError> {
-    let base = match revision(&args.dir, Some(&args.base))? {
+    let cache = crate::check::ParseCache::default();
+    let base = match revision(&args.dir, Some(&args.base), &cache)? {
         Ok(policy) => policy,
         Err(status) => return Ok(status),
     };
-    let head = match revision(&args.dir, args.head.as_deref())? {
+    let head = match revision(&args.dir, args.head.as_deref(), &cache)? {
         Ok(policy) => policy,
         Err(status) => return Ok(status),
     };
@@ -93,7 +94,11 @@ pub fn run(args: &DiffArgs) -> Result<u8, CliError> {
 
 /// The checked policy at a revision (`None`: the working tree) and its label, or the exit status
 /// after reporting why it cannot be previewed.
-fn revision(dir: &Path, rev: Option<&str>) -> Result<Result<(Policy, String), u8>, CliError> {
+fn revision(
+    dir: &Path,
+    rev: Option<&str>,
+    cache: &crate::check::ParseCache,
+) -> Result<Result<(Policy, String), u8>, CliError> {
     let (sources, early, label): (SourceSet, _, String) = match rev {
         Some(rev) => match crate::git::sources_at(dir, rev) {
             Ok((sources, early, commit)) => (
@@ -118,7 +123,7 @@ fn revision(dir: &Path, rev: Option<&str>) -> Result<Result<(Policy, String), u8
         );
         return Ok(Err(EXIT_FAILURE));
     }
-    let checked = crate::check::check(&sources, early);
+    let checked = crate::check::check_with(&sources, early, cache);
     match checked.policy {
         Some(policy) => Ok(Ok((policy, label))),
         None => {
