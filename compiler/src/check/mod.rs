@@ -42,24 +42,34 @@ impl Checked {
 
 /// Checks a whole policy. `earlier` carries diagnostics found while loading the files.
 pub fn check(sources: &SourceSet, earlier: Vec<Diagnostic>) -> Checked {
-    check_with(sources, earlier, &ParseCache::default())
+    // One check parses every file once: keeping copies of the documents would only cost.
+    check_with(sources, earlier, &ParseCache { documents: None })
 }
 
 /// Documents already parsed, by file text: checking two revisions of one policy (as `diff`
 /// does) parses each file that did not change once. Only documents that parsed are kept; a
 /// document's spans are byte offsets in its own text, so it serves any file with that text.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ParseCache {
-    documents: std::sync::Mutex<std::collections::HashMap<String, KdlDocument>>,
+    documents: Option<std::sync::Mutex<std::collections::HashMap<String, KdlDocument>>>,
+}
+
+impl Default for ParseCache {
+    /// An empty cache that keeps what is parsed through it.
+    fn default() -> Self {
+        ParseCache {
+            documents: Some(Default::default()),
+        }
+    }
 }
 
 impl ParseCache {
     fn get(&self, text: &str) -> Option<KdlDocument> {
-        self.documents.lock().ok()?.get(text).cloned()
+        self.documents.as_ref()?.lock().ok()?.get(text).cloned()
     }
 
     fn put(&self, text: &str, doc: &KdlDocument) {
-        if let Ok(mut documents) = self.documents.lock() {
+        if let Some(Ok(mut documents)) = self.documents.as_ref().map(|d| d.lock()) {
             documents.insert(text.to_string(), doc.clone());
         }
     }
