@@ -107,6 +107,7 @@ pub fn check_with(sources: &SourceSet, earlier: Vec<Diagnostic>, cache: &ParseCa
         sources,
         unread: &unread,
         diags: &mut diags,
+        suggestions: 0,
     }
     .run();
     let policy = if diags.iter().any(|d| d.is_error()) {

@@ -37,11 +37,17 @@ pub fn did_you_mean<'c>(
     candidates
         .into_iter()
         .filter_map(|c| {
-            let distance = strsim::damerau_levenshtein(word, c);
+            let allowed = (c.len().max(word.len()) / 3).max(1);
             let prefix =
                 c.len().min(word.len()) >= 3 && (c.starts_with(word) || word.starts_with(c));
-            let close = distance <= (c.len().max(word.len()) / 3).max(1);
-            (close || prefix).then_some((distance, c))
+            // The edit distance is at least the difference in length: most candidates are ruled
+            // out without computing it, which keeps hostile policies with thousands of unknown
+            // names cheap.
+            if !prefix && c.len().abs_diff(word.len()) > allowed {
+                return None;
+            }
+            let distance = strsim::damerau_levenshtein(word, c);
+            (distance <= allowed || prefix).then_some((distance, c))
         })
         .min_by_key(|&(d, c)| (d, c))
         .map(|(_, c)| c)

@@ -17,6 +17,10 @@ pub const MAX_QUEUES: usize = 50_000;
 /// Most related places listed under one diagnostic.
 const MAX_SECONDARY: usize = 8;
 
+/// Most "did you mean" searches one run makes: past it, unknown names get the plain help, so a
+/// hostile policy with thousands of unknown names stays cheap.
+const MAX_SUGGESTIONS: usize = 100;
+
 pub(super) struct Resolver<'a> {
     pub decls: &'a Decls,
     pub sources: &'a SourceSet,
@@ -24,6 +28,8 @@ pub(super) struct Resolver<'a> {
     /// be defined there, so it is not reported as unknown.
     pub unread: &'a [&'a str],
     pub diags: &'a mut Vec<Diagnostic>,
+    /// "Did you mean" searches made so far.
+    pub suggestions: usize,
 }
 
 /// An amount with its unit, for sentences: "24.5 GPUs", "500m CPU", "960Gi of memory".
@@ -90,6 +96,19 @@ struct Tree {
 }
 
 impl Resolver<'_> {
+    /// A likely intended name, while the run's budget of searches lasts.
+    fn suggest<'c>(
+        &mut self,
+        word: &str,
+        candidates: impl IntoIterator<Item = &'c str>,
+    ) -> Option<&'c str> {
+        if self.suggestions >= MAX_SUGGESTIONS {
+            return None;
+        }
+        self.suggestions += 1;
+        did_you_mean(word, candidates)
+    }
+
     /// Whether a name could be declared where the checker could not see it: in a file that
     /// did not parse, or in a declaration that had an error of its own.
     fn maybe_unread(&self, name: &str) -> bool {
@@ -232,7 +251,7 @@ impl Resolver<'_> {
                         Some(&target) => Some(target),
                         None => {
                             detached[i] = true;
-                            let suggestion = did_you_mean(&p.value, by_name.keys().copied());
+                            let suggestion = self.suggest(&p.value, by_name.keys().copied());
                             if let Some(s) = suggestion {
                                 wanted_as_parent[by_name[s]] = true;
                             }
@@ -527,7 +546,7 @@ impl Resolver<'_> {
 
     fn unknown_ref(&mut self, code: Code, what: &str, named: &Named, known: &[&str]) {
         let node = what.replace(' ', "-");
-        let help = match did_you_mean(&named.value, known.iter().copied()) {
+        let help = match self.suggest(&named.value, known.iter().copied()) {
             Some(s) => format!("did you mean \"{s}\"?"),
             None if code == Code::UnknownPlacement
                 && matches!(named.value.as_str(), "binpack" | "spread") =>
