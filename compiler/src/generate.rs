@@ -229,15 +229,24 @@ fn title(name: &str) -> String {
         .join(" ")
 }
 
-/// SplitMix64: tiny, fast and the same on every platform.
-struct Rng(u64);
+/// SplitMix64: tiny, fast and the same on every platform. Shared with the scheduler's bench,
+/// each user salting its seed so their sequences stay apart.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
 
 impl Rng {
+    /// The generator's own sequence for a seed.
     fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x6b61_692d_706f_6c69)
+        Rng::salted(seed, 0x6b61_692d_706f_6c69)
     }
 
-    fn next(&mut self) -> u64 {
+    /// A sequence for `seed`, told apart from other users' by `salt`.
+    pub fn salted(seed: u64, salt: u64) -> Self {
+        Rng(seed ^ salt)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -245,17 +254,23 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    /// A number in `0..n`.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn between(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
     }
 
     /// True `percent` times in a hundred.
-    fn chance(&mut self, percent: usize) -> bool {
+    pub fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
 
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+    /// One of `items`, chosen evenly.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len())]
     }
 }

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::time::Instant;
 
+use kai_policy_compiler::generate::Rng;
 use kai_policy_compiler::model::Policy;
 use kai_policy_compiler::quantity::format_thousandths;
 use kai_policy_compiler::source::{SourceFile, SourceSet};
@@ -22,6 +23,9 @@ use kai_policy_compiler::source::{SourceFile, SourceSet};
 use crate::cluster::{Amounts, Node, Pod, PodGroup, Snapshot, Time};
 use crate::cycle::{self, Cycle};
 use crate::decision::Decision;
+
+/// Salt of the bench's random sequence (kept from its first version, so figures stay comparable).
+const BENCH_SALT: u64 = 0x6b61_692d_6265_6e63;
 
 /// GPUs per generated node.
 pub const GPUS_PER_NODE: i64 = 8;
@@ -533,38 +537,6 @@ pub fn first_fit(snapshot: &Snapshot) -> Vec<Option<usize>> {
 // ---------------------------------------------------------------------------------------------
 // The generator.
 
-/// SplitMix64: tiny, fast and the same on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x6b61_692d_6265_6e63)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// A number in `lo..=hi`.
-    fn between(&mut self, lo: usize, hi: usize) -> usize {
-        lo + self.below(hi - lo + 1)
-    }
-
-    /// True `percent` times in a hundred.
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
-
 /// One generated queue.
 #[derive(Debug, Clone)]
 struct GenQueue {
@@ -850,7 +822,7 @@ fn push_gang(
 /// whose quotas add up to 70% of the GPUs.
 pub fn allocate_cluster(shape: &Shape) -> Result<Synthetic, String> {
     shape.validate(Scenario::Allocate)?;
-    let mut rng = Rng::new(shape.seed);
+    let mut rng = Rng::salted(shape.seed, BENCH_SALT);
     let capacity = shape.nodes as i64 * GPUS_PER_NODE * 1000;
     let tree = tree(&mut rng, "d", shape.queues, capacity * 7 / 10);
     let files = policy_files(shape.nodes, &[&tree]);
@@ -891,7 +863,7 @@ pub fn allocate_cluster(shape: &Shape) -> Result<Synthetic, String> {
 /// gang of `shape.pods` one-GPU pods.
 pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
     shape.validate(Scenario::Reclaim)?;
-    let mut rng = Rng::new(shape.seed);
+    let mut rng = Rng::salted(shape.seed, BENCH_SALT);
     let gpus = shape.nodes as i64 * GPUS_PER_NODE;
     let gang = shape.pods as i64;
     let runners = tree(
@@ -954,7 +926,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let mut filled = 0;
     while filled < slots {
         let size = rng.between(1, 16).min(slots - filled);
-        let draw = (rng.next() % total as u64) as i64;
+        let draw = (rng.next_u64() % total as u64) as i64;
         let leaf = runners.leaves[cumulative.partition_point(|&c| c <= draw)];
         let queue = runners.queues[leaf].name.clone();
         let class = if rng.chance(5) {

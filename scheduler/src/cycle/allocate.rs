@@ -10,7 +10,7 @@ use kai_policy_compiler::model::{Bound, Policy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
-use super::jobs::{Job, request_of};
+use super::jobs::{Job, request_of, sum_requests};
 use super::placement::{Plan, place_gang};
 use super::state::{ClusterState, Slot};
 use crate::cluster::{Amounts, Snapshot, Time};
@@ -214,15 +214,12 @@ impl Context<'_> {
     /// Not above fair share first; within quota with the job first; higher queue priority; lower
     /// dominant share with the job; older; declared earlier.
     fn rank(&self, queue: usize, job: usize) -> Rank {
-        let mut request = Amounts::default();
-        for &p in &self.jobs[job].pods {
-            if self.slots[p].is_none() {
-                let r = &self.snapshot.pods[p].request;
-                request.gpu += r.gpu;
-                request.cpu += r.cpu;
-                request.memory += r.memory;
-            }
-        }
+        let pending = self.jobs[job]
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| self.slots[p].is_none());
+        let request = sum_requests(self.snapshot, pending);
         let used = &self.used.all[queue];
         let share = &self.shares.queues[queue];
         let q = &self.policy.queues[queue];

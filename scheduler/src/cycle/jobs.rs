@@ -139,8 +139,13 @@ fn closest(policy: &Policy, name: &str) -> Option<String> {
 
 /// Sum of requests of some pods.
 pub fn request_of(snapshot: &Snapshot, pods: &[usize]) -> Amounts {
+    sum_requests(snapshot, pods.iter().copied())
+}
+
+/// Sum of requests of the pods an iterator yields (no vector needed on hot paths).
+pub fn sum_requests(snapshot: &Snapshot, pods: impl Iterator<Item = usize>) -> Amounts {
     let mut total = Amounts::default();
-    for &p in pods {
+    for p in pods {
         let r = &snapshot.pods[p].request;
         total.gpu += r.gpu;
         total.cpu += r.cpu;
