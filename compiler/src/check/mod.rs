@@ -95,13 +95,13 @@ pub fn check_with(sources: &SourceSet, earlier: Vec<Diagnostic>, cache: &ParseCa
     for (_, file) in sources.iter().filter(|(id, _)| undecodable.contains(id)) {
         unread.push(file.text.as_str());
     }
-    for (id, text, parsed, parse_diags) in parse_all(&files, cache) {
+    parse_each(&files, cache, |(id, text, parsed, parse_diags)| {
         diags.extend(parse_diags);
         match parsed {
             Some(doc) => read::Reader::new(id, &mut decls, &mut diags).document(&doc),
             None => unread.push(text),
         }
-    }
+    });
     let policy = resolve::Resolver {
         decls: &decls,
         sources,
@@ -129,121 +129,135 @@ const PARALLEL_PARSE_BYTES: usize = 256 * 1024;
 type Parsed<'a> = (FileId, &'a str, Option<KdlDocument>, Vec<Diagnostic>);
 
 /// Parses every file, on all cores when the policy is large (the KDL parser is most of the
-/// checker's time), returning the results in file order so that output never depends on it.
-fn parse_all<'a>(files: &[(FileId, &'a str)], cache: &ParseCache) -> Vec<Parsed<'a>> {
-    let parse_one = |&(id, text): &(FileId, &'a str)| {
-        if let Some(doc) = cache.get(text) {
-            return (id, text, Some(doc), Vec::new());
-        }
-        let mut diags = Vec::new();
-        let doc = parse(id, text, &mut diags);
-        if let Some(doc) = &doc {
-            cache.put(text, doc);
-        }
-        (id, text, doc, diags)
-    };
+/// checker's time), and hands each result to `each` on the calling thread in file order, so
+/// output never depends on the threads.
+///
+/// Workers take files one at a time and results are consumed as they arrive, so only a few
+/// parsed documents are alive at once: a document is several dozen times the size of its text,
+/// and memory the parser does not keep is memory the kernel need not hand out. The parser runs
+/// on worker threads with a stack sized for the longest file (see [`parse_stack`]).
+fn parse_each<'a>(
+    files: &[(FileId, &'a str)],
+    cache: &ParseCache,
+    mut each: impl FnMut(Parsed<'a>),
+) {
     let total: usize = files.iter().map(|(_, t)| t.len()).sum();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(files.len());
-    if total < PARALLEL_PARSE_BYTES || threads < 2 {
-        return files.iter().map(parse_one).collect();
-    }
-    // Contiguous chunks of about equal bytes, so results concatenate back in file order.
-    let target = total.div_ceil(threads);
-    let mut chunks: Vec<&[(FileId, &'a str)]> = Vec::with_capacity(threads);
-    let (mut start, mut bytes) = (0, 0);
-    for (i, (_, text)) in files.iter().enumerate() {
-        bytes += text.len();
-        if bytes >= target && chunks.len() + 1 < threads {
-            chunks.push(&files[start..=i]);
-            (start, bytes) = (i + 1, 0);
-        }
-    }
-    chunks.push(&files[start..]);
+    let threads = if total < PARALLEL_PARSE_BYTES {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(files.len())
+    };
+    let longest = files.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (sender, results) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
-        let workers: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| scope.spawn(move || chunk.iter().map(parse_one).collect::<Vec<_>>()))
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| {
-                w.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
+        let mut failed = None;
+        for _ in 0..threads {
+            let (sender, next) = (sender.clone(), &next);
+            let work = move || {
+                while let Some(&(id, text)) =
+                    files.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    let parsed = match cache.get(text) {
+                        Some(doc) => (id, text, Some(doc), Vec::new()),
+                        None => {
+                            let (doc, diags) = parse(id, text);
+                            if let Some(doc) = &doc {
+                                cache.put(text, doc);
+                            }
+                            (id, text, doc, diags)
+                        }
+                    };
+                    if sender.send(parsed).is_err() {
+                        break;
+                    }
+                }
+            };
+            let spawned = std::thread::Builder::new()
+                .name("kdl-parse".into())
+                .stack_size(parse_stack(longest))
+                .spawn_scoped(scope, work);
+            if let Err(err) = spawned {
+                failed = Some(err);
+            }
+        }
+        drop(sender);
+        // Results arrive about in file order (files are handed out in order); the few that
+        // overtake wait here for the ones before them.
+        let mut early = std::collections::BTreeMap::new();
+        let mut want = 0;
+        for parsed in results {
+            early.insert(parsed.0, parsed);
+            while let Some(parsed) = files.get(want).and_then(|(id, _)| early.remove(id)) {
+                each(parsed);
+                want += 1;
+            }
+        }
+        // Only when no worker could be started are files left over.
+        let why = failed.map_or_else(|| "no parser thread ran".to_string(), |e| e.to_string());
+        for &(id, text) in &files[want..] {
+            each((id, text, None, vec![parser_failed(id, &why)]));
+        }
+    });
+}
+
+/// Parses one file on a parse worker. A panic (in the parser or in rewording its errors)
+/// becomes a diagnostic for that file, and the other files go on.
+fn parse(file: FileId, text: &str) -> (Option<KdlDocument>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        parse_guarded(file, text, &mut diags)
+    })) {
+        Ok(doc) => (doc, diags),
+        Err(_) => (None, vec![parser_failed(file, &"it panicked")]),
+    }
 }
 
 /// Parses one file, turning the parser's errors into diagnostics.
-fn parse(file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Option<KdlDocument> {
+fn parse_guarded(file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Option<KdlDocument> {
+    let too_deep_here = |offset, len| {
+        Diagnostic::error(
+            Code::PolicyTooLarge,
+            format!("blocks are nested more than {MAX_BRACE_DEPTH} levels deep"),
+            Label::new(file, offset, len).with_text(if len == 0 {
+                "in this file"
+            } else {
+                "too deep"
+            }),
+        )
+        .with_help(
+            "policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`",
+        )
+    };
     if let Some(offset) = too_deep(text) {
-        diags.push(
-            Diagnostic::error(
-                Code::PolicyTooLarge,
-                format!("blocks are nested more than {MAX_BRACE_DEPTH} levels deep"),
-                Label::new(file, offset, 1).with_text("too deep"),
-            )
-            .with_help(
-                "policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`",
-            ),
-        );
+        diags.push(too_deep_here(offset, 1));
         return None;
     }
-    // Guard: the parser runs on a thread of its own with a large stack (see `parse_stack`); a
-    // panic in it becomes a diagnostic, and a document nested too deep is dropped on that thread.
-    let parsed = std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .name("kdl-parse".into())
-            .stack_size(parse_stack(text.len()));
-        let work = || match text.parse::<KdlDocument>() {
-            Ok(doc) if doc_depth(&doc) > MAX_BRACE_DEPTH => Err(None),
-            Ok(doc) => Ok(doc),
-            Err(mut err) => {
-                // One junk character can be one error: rewording is linear in the file per error.
-                err.diagnostics.truncate(MAX_SYNTAX_ERRORS);
-                let mut found = Vec::new();
-                syntax::report(file, text, err, &mut found);
-                Err(Some(found))
-            }
-        };
-        worker
-            .spawn_scoped(scope, work)
-            .ok()
-            .and_then(|w| w.join().ok())
-    });
-    match parsed {
-        Some(Ok(doc)) => Some(doc),
-        Some(Err(Some(found))) => {
-            diags.extend(found);
+    match text.parse::<KdlDocument>() {
+        Ok(doc) if doc_depth(&doc) > MAX_BRACE_DEPTH => {
+            diags.push(too_deep_here(0, 0));
             None
         }
-        Some(Err(None)) => {
-            diags.push(
-                Diagnostic::error(
-                    Code::PolicyTooLarge,
-                    format!("blocks are nested more than {MAX_BRACE_DEPTH} levels deep"),
-                    Label::new(file, 0, 0).with_text("in this file"),
-                )
-                .with_help(
-                    "policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`",
-                ),
-            );
-            None
-        }
-        None => {
-            diags.push(
-                Diagnostic::error(
-                    Code::Syntax,
-                    "kai-policy could not read this file: its KDL parser failed",
-                    Label::new(file, 0, 0).with_text("in this file"),
-                )
-                .with_help("this is a bug in kai-policy; please report it with this file"),
-            );
+        Ok(doc) => Some(doc),
+        Err(mut err) => {
+            // One junk character can be one error: rewording is linear in the file per error.
+            err.diagnostics.truncate(MAX_SYNTAX_ERRORS);
+            syntax::report(file, text, err, diags);
             None
         }
     }
+}
+
+/// The diagnostic for a file the KDL parser could not be run on, or failed on.
+fn parser_failed(file: FileId, why: &dyn std::fmt::Display) -> Diagnostic {
+    Diagnostic::error(
+        Code::Syntax,
+        format!("kai-policy could not read this file: its KDL parser failed ({why})"),
+        Label::new(file, 0, 0).with_text("in this file"),
+    )
+    .with_help("this is a bug in kai-policy; please report it with this file")
 }
 
 /// The most parser errors reworded per file; the first ones are the ones that matter.
