@@ -6,69 +6,24 @@
 //! `KAI_BENCH_FILES`, `KAI_BENCH_LEVELS` (the shape) and `KAI_BENCH_KEEP=DIR` (write the
 //! generated policy to DIR and keep it, instead of a temporary folder).
 
-use std::hint::black_box;
+mod common;
+
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kai_policy_compiler::check::check;
-use kai_policy_compiler::generate::{GenerateSpec, generate};
+use kai_policy_compiler::generate::generate;
 use kai_policy_compiler::source::{SourceSet, load_dir};
+
+use common::{Stats, iters_from_env, spec_from_env, time};
 
 /// The goal the checker is measured against, in milliseconds.
 const GOAL_MS: f64 = 500.0;
 const WARM_UP: usize = 3;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} must be a whole number, not {v:?}")),
-        Err(_) => default,
-    }
-}
-
-struct Row {
-    name: &'static str,
-    times: Vec<Duration>,
-}
-
-impl Row {
-    fn ms(&self) -> (f64, f64, f64) {
-        let mut ms: Vec<f64> = self.times.iter().map(|t| t.as_secs_f64() * 1e3).collect();
-        ms.sort_by(f64::total_cmp);
-        let median = if ms.len() % 2 == 1 {
-            ms[ms.len() / 2]
-        } else {
-            (ms[ms.len() / 2 - 1] + ms[ms.len() / 2]) / 2.0
-        };
-        let mean = ms.iter().sum::<f64>() / ms.len() as f64;
-        (ms[0], median, mean)
-    }
-}
-
-/// Runs `f` `WARM_UP` times untimed, then `iters` times timed.
-fn time<T>(name: &'static str, iters: usize, mut f: impl FnMut() -> T) -> Row {
-    for _ in 0..WARM_UP {
-        black_box(f());
-    }
-    let times = (0..iters)
-        .map(|_| {
-            let start = Instant::now();
-            black_box(f());
-            start.elapsed()
-        })
-        .collect();
-    Row { name, times }
-}
-
 fn main() {
-    let defaults = GenerateSpec::default();
-    let spec = GenerateSpec::with_shape(
-        env_usize("KAI_BENCH_QUEUES", defaults.queues),
-        env_usize("KAI_BENCH_FILES", defaults.files),
-        env_usize("KAI_BENCH_LEVELS", defaults.levels),
-    );
-    let iters = env_usize("KAI_BENCH_ITERS", 30).max(1);
+    let spec = spec_from_env();
+    let iters = iters_from_env(30);
 
     let started = Instant::now();
     let files = generate(&spec);
@@ -100,23 +55,32 @@ fn main() {
         std::fs::write(&path, &f.text).expect("write a policy file");
     }
 
-    let mut rows = Vec::new();
-    rows.push(time("check (in memory)", iters, || {
-        check(&sources, Vec::new())
-    }));
-    rows.push(time("  kdl parse only (all files)", iters, || {
-        files
-            .iter()
-            .map(|f| f.text.parse::<kdl::KdlDocument>().map(|d| d.nodes().len()))
-            .collect::<Vec<_>>()
-    }));
-    rows.push(time("load_dir only (no check)", iters, || {
-        load_dir(&dir).expect("the policy folder loads")
-    }));
-    rows.push(time("load_dir + check (from disk)", iters, || {
-        let (set, early) = load_dir(&dir).expect("the policy folder loads");
-        check(&set, early)
-    }));
+    let case = |f: &mut dyn FnMut()| time(WARM_UP, iters, f);
+    let rows: [(&str, Stats); 4] = [
+        (
+            "check (in memory)",
+            case(&mut || drop(check(&sources, Vec::new()))),
+        ),
+        (
+            "  kdl parse only (all files)",
+            case(&mut || {
+                for f in &files {
+                    drop(f.text.parse::<kdl::KdlDocument>());
+                }
+            }),
+        ),
+        (
+            "load_dir only (no check)",
+            case(&mut || drop(load_dir(&dir).expect("the policy folder loads"))),
+        ),
+        (
+            "load_dir + check (from disk)",
+            case(&mut || {
+                let (set, early) = load_dir(&dir).expect("the policy folder loads");
+                drop(check(&set, early));
+            }),
+        ),
+    ];
 
     println!(
         "kai-policy check benchmark: {} queues, {} levels, {} files, {} lines, {:.2} MB of KDL (generated in {:.0} ms)",
@@ -137,22 +101,22 @@ fn main() {
         "{:<32} {:>6} {:>10} {:>10} {:>10}",
         "case", "iters", "min ms", "median ms", "mean ms"
     );
-    for row in &rows {
-        let (min, median, mean) = row.ms();
+    for (name, stats) in &rows {
         println!(
-            "{:<32} {:>6} {:>10.1} {:>10.1} {:>10.1}",
-            row.name,
-            row.times.len(),
-            min,
-            median,
-            mean
+            "{name:<32} {iters:>6} {:>10.1} {:>10.1} {:>10.1}",
+            stats.min, stats.median, stats.mean
         );
     }
-    let (_, check_median, _) = rows[0].ms();
-    let (_, e2e_median, _) = rows[3].ms();
     println!();
-    for (what, median) in [("check", check_median), ("load_dir + check", e2e_median)] {
-        let verdict = if median < GOAL_MS { "meets" } else { "MISSES" };
-        println!("{what}: median {median:.1} ms {verdict} the goal of {GOAL_MS:.0} ms");
+    for (what, stats) in [("check", &rows[0].1), ("load_dir + check", &rows[3].1)] {
+        let verdict = if stats.median < GOAL_MS {
+            "meets"
+        } else {
+            "MISSES"
+        };
+        println!(
+            "{what}: median {:.1} ms {verdict} the goal of {GOAL_MS:.0} ms",
+            stats.median
+        );
     }
 }
