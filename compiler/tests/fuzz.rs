@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use kai_policy_compiler::check::check;
 use kai_policy_compiler::diagnostics::{
-    HumanStyle, Label, render_github, render_human, render_json, render_sarif,
+    Code, HumanStyle, Label, render_github, render_human, render_json, render_sarif,
 };
 use kai_policy_compiler::generate::{GenerateSpec, generate};
 use kai_policy_compiler::source::{FileId, SourceFile, SourceSet, admit, load_dir};
@@ -1040,6 +1040,41 @@ fn hostile_recursion_in_the_kdl_parser_is_contained() {
         eprintln!(
             "{what}: {size} bytes checked in {:.2} s",
             start.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Hostile files beside an ordinary one, enough bytes in all for the parser's thread pool: a
+/// file longer than the pool threads' stack is sized for is parsed on a thread of its own, and
+/// every file still gets its own diagnostics.
+#[test]
+fn long_hostile_files_among_ordinary_ones_are_contained() {
+    let ordinary = "cluster { gpu 8; }\n";
+    let files: Files = vec![
+        ("a-short.kdl".into(), "}".repeat(60 * 1024).into_bytes()),
+        ("b-long.kdl".into(), "}".repeat(100 * 1024).into_bytes()),
+        ("c-long.kdl".into(), "=".repeat(100 * 1024).into_bytes()),
+        ("d-ordinary.kdl".into(), ordinary.as_bytes().to_vec()),
+    ];
+    let mut worker = Worker::spawn(check_input, hang_limit());
+    assert_eq!(worker.run(files.clone()), Ok(()));
+
+    let set = SourceSet::new(
+        files
+            .iter()
+            .map(|(path, bytes)| SourceFile::new(path.clone(), String::from_utf8_lossy(bytes)))
+            .collect(),
+    );
+    let checked = check(&set, Vec::new());
+    for (id, file) in set.iter().take(3) {
+        assert!(
+            checked
+                .diagnostics
+                .iter()
+                .any(|d| d.primary.file == id && d.code == Code::Syntax),
+            "{} has no syntax error: {:#?}",
+            file.path,
+            checked.diagnostics
         );
     }
 }

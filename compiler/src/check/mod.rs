@@ -132,10 +132,12 @@ type Parsed<'a> = (FileId, &'a str, Option<KdlDocument>, Vec<Diagnostic>);
 /// checker's time), and hands each result to `each` on the calling thread in file order, so
 /// output never depends on the threads.
 ///
-/// Workers take files one at a time and results are consumed as they arrive, so only a few
-/// parsed documents are alive at once: a document is several dozen times the size of its text,
-/// and memory the parser does not keep is memory the kernel need not hand out. The parser runs
-/// on worker threads with a stack sized for the longest file (see [`parse_stack`]).
+/// Workers take files one at a time in file order and each result is read as soon as the files
+/// before it are, so documents (several dozen times the size of their text) do not pile up
+/// unless one file takes far longer than those after it; memory the parser does not keep is
+/// memory the kernel need not hand out. The parser needs a deep stack (see [`parse_stack`]):
+/// workers have one for files up to [`POOL_FILE_BYTES`] and parse a longer file on a thread of
+/// its own, so one huge file does not make every worker reserve a huge stack.
 fn parse_each<'a>(
     files: &[(FileId, &'a str)],
     cache: &ParseCache,
@@ -150,6 +152,7 @@ fn parse_each<'a>(
             .min(files.len())
     };
     let longest = files.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
+    let stack = parse_stack(longest.min(POOL_FILE_BYTES));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let (sender, results) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
@@ -163,7 +166,11 @@ fn parse_each<'a>(
                     let parsed = match cache.get(text) {
                         Some(doc) => (id, text, Some(doc), Vec::new()),
                         None => {
-                            let (doc, diags) = parse(id, text);
+                            let (doc, diags) = if text.len() <= POOL_FILE_BYTES {
+                                parse(id, text)
+                            } else {
+                                parse_on_own_thread(id, text)
+                            };
                             if let Some(doc) = &doc {
                                 cache.put(text, doc);
                             }
@@ -177,7 +184,7 @@ fn parse_each<'a>(
             };
             let spawned = std::thread::Builder::new()
                 .name("kdl-parse".into())
-                .stack_size(parse_stack(longest))
+                .stack_size(stack)
                 .spawn_scoped(scope, work);
             if let Err(err) = spawned {
                 failed = Some(err);
@@ -195,12 +202,33 @@ fn parse_each<'a>(
                 want += 1;
             }
         }
-        // Only when no worker could be started are files left over.
+        // Files are left over only when no worker could start, or one died (its panic is
+        // raised again when the scope ends); the files after a gap still go out in order.
         let why = failed.map_or_else(|| "no parser thread ran".to_string(), |e| e.to_string());
         for &(id, text) in &files[want..] {
-            each((id, text, None, vec![parser_failed(id, &why)]));
+            each(
+                early
+                    .remove(&id)
+                    .unwrap_or_else(|| (id, text, None, vec![parser_failed(id, &why)])),
+            );
         }
     });
+}
+
+/// Longest file the parse workers' own stack is sized for; see [`parse_each`].
+const POOL_FILE_BYTES: usize = 64 * 1024;
+
+/// [`parse`] on a thread with a stack sized for this file.
+fn parse_on_own_thread(file: FileId, text: &str) -> (Option<KdlDocument>, Vec<Diagnostic>) {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("kdl-parse-large".into())
+            .stack_size(parse_stack(text.len()))
+            .spawn_scoped(scope, || parse(file, text))
+            .map_err(|err| err.to_string())
+            .and_then(|worker| worker.join().map_err(|_| "it panicked".to_string()))
+            .unwrap_or_else(|why| (None, vec![parser_failed(file, &why)]))
+    })
 }
 
 /// Parses one file on a parse worker. A panic (in the parser or in rewording its errors)
