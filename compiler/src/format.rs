@@ -57,6 +57,15 @@ pub fn format(text: &str) -> Result<String, FormatError> {
 
 /// Formats one policy file whose diagnostics should point at `file`.
 pub fn format_file(file: FileId, text: &str) -> Result<String, FormatError> {
+    // The KDL parser recurses about once per byte of some junk: it needs the checker's stack.
+    crate::check::on_parse_stack(text.len(), || format_checked(file, text)).unwrap_or_else(|why| {
+        Err(FormatError::Unstable(format!(
+            "the KDL parser could not run ({why})"
+        )))
+    })
+}
+
+fn format_checked(file: FileId, text: &str) -> Result<String, FormatError> {
     let tokens = match lex(text) {
         Ok(tokens) if depth(&tokens) <= MAX_BRACE_DEPTH => tokens,
         _ => return Err(syntax_errors(file, text)),
@@ -88,10 +97,13 @@ pub fn format_file(file: FileId, text: &str) -> Result<String, FormatError> {
 /// Whether two policy texts parse to the same KDL document once formatting (whitespace and
 /// comments) is ignored. `false` when either does not parse.
 pub fn same_document(a: &str, b: &str) -> bool {
-    match (a.parse::<KdlDocument>(), b.parse::<KdlDocument>()) {
-        (Ok(a), Ok(b)) => cleared(a) == cleared(b),
-        _ => false,
-    }
+    crate::check::on_parse_stack(a.len().max(b.len()), || {
+        match (a.parse::<KdlDocument>(), b.parse::<KdlDocument>()) {
+            (Ok(a), Ok(b)) => cleared(a) == cleared(b),
+            _ => false,
+        }
+    })
+    .unwrap_or(false)
 }
 
 fn cleared(mut doc: KdlDocument) -> KdlDocument {

@@ -96,6 +96,17 @@ fn a_file_that_does_not_parse_is_refused_with_its_syntax_diagnostics() {
     assert!(format("queue \"unterminated").is_err());
 }
 
+/// Junk that makes the KDL parser recurse about once per byte: `fmt` parses it on a stack sized
+/// for the file, as `check` does, and refuses it instead of overflowing the stack.
+#[test]
+fn hostile_junk_is_refused_not_a_crash() {
+    for junk in ["}".repeat(64 * 1024), "=".repeat(64 * 1024)] {
+        let err = format(&junk).unwrap_err();
+        assert!(matches!(err, FormatError::Syntax(_)), "{err:?}");
+        assert!(!same_document(&junk, &junk));
+    }
+}
+
 #[test]
 fn formatting_ignores_what_the_checker_would_reject() {
     // Layout only: unknown nodes and bad values are the checker's business, not fmt's.

@@ -215,20 +215,30 @@ fn parse_each<'a>(
     });
 }
 
+/// Runs `work`, which parses KDL text of about `len` bytes, on a thread with a stack sized for
+/// it (see [`parse_stack`]): anything outside the checker that parses a user's file goes
+/// through here. `Err` says why it could not run or did not finish.
+pub(crate) fn on_parse_stack<T: Send>(
+    len: usize,
+    work: impl FnOnce() -> T + Send,
+) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("kdl-parse-large".into())
+            .stack_size(parse_stack(len))
+            .spawn_scoped(scope, work)
+            .map_err(|err| err.to_string())
+            .and_then(|worker| worker.join().map_err(|_| "it panicked".to_string()))
+    })
+}
+
 /// Longest file the parse workers' own stack is sized for; see [`parse_each`].
 const POOL_FILE_BYTES: usize = 64 * 1024;
 
 /// [`parse`] on a thread with a stack sized for this file.
 fn parse_on_own_thread(file: FileId, text: &str) -> (Option<KdlDocument>, Vec<Diagnostic>) {
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("kdl-parse-large".into())
-            .stack_size(parse_stack(text.len()))
-            .spawn_scoped(scope, || parse(file, text))
-            .map_err(|err| err.to_string())
-            .and_then(|worker| worker.join().map_err(|_| "it panicked".to_string()))
-            .unwrap_or_else(|why| (None, vec![parser_failed(file, &why)]))
-    })
+    on_parse_stack(text.len(), || parse(file, text))
+        .unwrap_or_else(|why| (None, vec![parser_failed(file, &why)]))
 }
 
 /// Parses one file on a parse worker. A panic (in the parser or in rewording its errors)
