@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kai_policy_compiler::check::check;
+use kai_policy_compiler::generate::Rng;
 use kai_policy_compiler::model::{Bound, Policy};
 use kai_policy_compiler::quantity::ResourceKind;
 use kai_policy_compiler::source::{SourceFile, SourceSet};
@@ -60,24 +61,6 @@ fn policy() -> Policy {
         .unwrap_or_else(|| panic!("{:#?}", checked.diagnostics))
 }
 
-/// A small deterministic generator: proptest picks the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
 /// GPU limit of each leaf and its ancestors, by namespace (= leaf name).
 fn limits_of(policy: &Policy, leaf: &str) -> Vec<(usize, i64)> {
     let mut out = Vec::new();
@@ -93,7 +76,8 @@ fn limits_of(policy: &Policy, leaf: &str) -> Vec<(usize, i64)> {
 
 /// A random cluster whose running pods fit their nodes and their queues' limits.
 fn cluster(seed: u64, policy: &Policy) -> Snapshot {
-    let mut rng = Rng(seed | 1);
+    // The generator's own sequence, salted apart from the policy generator's; proptest picks the seed.
+    let mut rng = Rng::salted(seed, 0x7369_6d2d_7072_6f70);
     let mut snapshot = Snapshot::default();
     for i in 0..1 + rng.below(6) {
         let mut labels = BTreeMap::new();
@@ -102,9 +86,9 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
             name: format!("n{i}"),
             labels,
             allocatable: Amounts {
-                gpu: *rng.pick(&[0, 2, 4, 8, 8]) * 1000,
-                cpu: *rng.pick(&[16, 32, 64]) * 1000,
-                memory: *rng.pick(&[64i64, 128, 256]) << 30,
+                gpu: rng.pick(&[0, 2, 4, 8, 8]) * 1000,
+                cpu: rng.pick(&[16, 32, 64]) * 1000,
+                memory: rng.pick(&[64i64, 128, 256]) << 30,
             },
             unschedulable: rng.below(10) == 0,
         });
@@ -124,13 +108,13 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
         let min_member = 1 + rng.below(size) as u32;
         let (gpu, fractional) = match rng.below(6) {
             0 => (0, false),
-            1 => (*rng.pick(&[250, 500]), true),
-            _ => (*rng.pick(&[1, 2, 4, 8]) * 1000, false),
+            1 => (rng.pick(&[250, 500]), true),
+            _ => (rng.pick(&[1, 2, 4, 8]) * 1000, false),
         };
         let request = Amounts {
             gpu,
-            cpu: *rng.pick(&[500, 1000, 4000]),
-            memory: *rng.pick(&[1i64, 8, 32]) << 30,
+            cpu: rng.pick(&[500, 1000, 4000]),
+            memory: rng.pick(&[1i64, 8, 32]) << 30,
         };
         let name = format!("job{j}");
         let group = (size > 1).then(|| name.clone());
@@ -141,13 +125,13 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                 min_member,
                 queue: None,
                 priority_class: class.clone(),
-                created: rng.below(60),
+                created: rng.below(60) as u64,
             });
         }
         // Either the whole job runs (placed first-fit within capacity and limits) or none of it.
         let run = rng.below(2) == 0 && !fractional;
         let limits = limits_of(policy, &namespace);
-        let mut placed: Vec<Option<usize>> = vec![None; size as usize];
+        let mut placed: Vec<Option<usize>> = vec![None; size];
         if run {
             let mut trial = free.clone();
             let total = gpu * size as i64;
@@ -176,7 +160,7 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                     queue_gpu[q] += total;
                 }
             } else {
-                placed = vec![None; size as usize];
+                placed = vec![None; size];
             }
         }
         for (i, slot) in placed.into_iter().enumerate() {
@@ -193,9 +177,9 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                 priority_class: class.clone(),
                 request,
                 fractional,
-                started: node.as_ref().map(|_| rng.below(600)),
+                started: node.as_ref().map(|_| rng.below(600) as u64),
                 node,
-                created: rng.below(600),
+                created: rng.below(600) as u64,
                 termination_grace_seconds: 30,
                 terminating: false,
             });
