@@ -15,12 +15,8 @@ use kai_policy_compiler::source;
 use crate::ingest::{self, Options};
 use crate::simulate::{self, DEFAULT_CYCLES};
 
-/// Exit status: success.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: the policy has errors.
-pub const EXIT_PROBLEMS: u8 = 1;
-/// Exit status: the command could not run.
-pub const EXIT_FAILURE: u8 = 2;
+/// Exit statuses: the same contract as kai-policy's (cli.md).
+pub use kai_policy_compiler::cli::{EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS};
 
 /// kai-scheduler: KAI Scheduler's semantics, driven by a kai-policy policy.
 #[derive(Debug, Parser)]

@@ -231,10 +231,6 @@ fn apply(
     changed
 }
 
-/// How long a running gang may stay below `minMember` before it is evicted (the cycle's grace
-/// period, `cycle::evict::STALE_GANG_GRACE_SECONDS`): the simulator wakes up when it ends.
-const STALE_GANG_GRACE_SECONDS: Time = 60;
-
 /// The earliest moment after `now` at which something the clock alone changes may let a cycle
 /// decide differently, when some pod is still pending: a running pod's min-runtime (preempt or
 /// reclaim) ends, or a gang below its minimum reaches the stale-gang grace period.
@@ -257,7 +253,10 @@ fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time
                 .as_deref()
                 .is_some_and(|g| running_gangs.contains(&(p.namespace.as_str(), g)))
         })
-        .map(|p| p.created.saturating_add(STALE_GANG_GRACE_SECONDS));
+        .map(|p| {
+            p.created
+                .saturating_add(crate::cycle::STALE_GANG_GRACE_SECONDS)
+        });
     let groups: BTreeMap<(&str, &str), Option<&str>> = snapshot
         .groups
         .iter()
@@ -332,19 +331,9 @@ fn states(
     pods
 }
 
-/// `90` → `1m30s`, `0` → `0s`.
+/// `90` → `1m30s`, `0` → `0s`: Go's duration syntax, as the policy writes min-runtimes.
 pub fn format_seconds(seconds: Time) -> String {
-    if seconds == 0 {
-        return "0s".into();
-    }
-    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
-    let mut out = String::new();
-    for (v, unit) in [(h, "h"), (m, "m"), (s, "s")] {
-        if v > 0 {
-            let _ = write!(out, "{v}{unit}");
-        }
-    }
-    out
+    kai_policy_compiler::quantity::Duration(seconds).to_string()
 }
 
 const NOMINATED: &str = "nominated: waits for evicted pods to release the node";
