@@ -49,6 +49,9 @@ pub fn check(sources: &SourceSet, earlier: Vec<Diagnostic>) -> Checked {
 /// Documents already parsed, by file text: checking two revisions of one policy (as `diff`
 /// does) parses each file that did not change once. Only documents that parsed are kept; a
 /// document's spans are byte offsets in its own text, so it serves any file with that text.
+/// The cache keeps copies rather than sharing the parser's documents: a copy is allocated to
+/// size, while a fresh document carries its growth slack (sharing them took `diff` of the
+/// 10,000-queue policy from 160 MB to 196 MB at its peak, at the same speed).
 #[derive(Debug)]
 pub struct ParseCache {
     documents: Option<std::sync::Mutex<std::collections::HashMap<String, KdlDocument>>>,
