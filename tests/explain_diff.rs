@@ -3,10 +3,6 @@
 use kai_policy_e2e::*;
 use serde_json::Value;
 
-fn temp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap()
-}
-
 fn explain(args: &[&str]) -> Run {
     let mut all = vec![
         "explain",

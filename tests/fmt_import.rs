@@ -1,14 +1,7 @@
 //! `kai-policy fmt` and `kai-policy import` as authors, CI jobs and platform teams run them.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use kai_policy_e2e::*;
 use serde_json::Value;
-
-fn temp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap()
-}
 
 const MESSY: &str = "// Research's queues.\nqueue \"research\"{\n  gpu quota = 8 // eight GPUs\n\n\n  queue \"llm\" { gpu quota=2; namespaces \"llm\"; }\n}\n";
 const CANONICAL: &str = "// Research's queues.\nqueue \"research\" {\n    gpu quota=8 // eight GPUs\n\n    queue \"llm\" {\n        gpu quota=2\n        namespaces \"llm\"\n    }\n}\n";
@@ -148,20 +141,12 @@ fn build_then_import_gives_back_the_same_queues() {
 #[test]
 fn import_reads_standard_input() {
     let yaml = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: scheduling.run.ai/v2\n  kind: Queue\n  metadata: {name: solo, uid: abc, resourceVersion: \"7\"}\n  spec: {resources: {gpu: {quota: 2, limit: -1, overQuotaWeight: 1}}}\n  status: {childQueues: []}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: other}\n";
-    let mut child = Command::new(binary("kai-policy"))
-        .args(["import", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let run: Run = child.wait_with_output().unwrap().into();
+    let run = run_binary(
+        "kai-policy",
+        &repo_root(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
     assert_eq!(run.status, 0, "{run:?}");
     assert!(
         run.stdout.contains("queue \"solo\" {\n    gpu quota=2\n"),

@@ -12,10 +12,6 @@ queue "research" {
 queue "idle" { gpu quota=1 }
 "#;
 
-fn temp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap()
-}
-
 #[test]
 fn the_bundled_example_checks_clean() {
     let run = kai_policy(&repo_root(), &["check", "policies"]);

@@ -2,22 +2,10 @@
 //! contract of `cli.md`, and the exit statuses (0 ok, 1 policy errors, 2 cannot run).
 
 use std::io::Read;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use kai_policy_e2e::*;
 use serde_json::Value;
-
-/// Runs `kai-scheduler` with `args` in `cwd`, colour off as in CI.
-fn kai_scheduler(cwd: &Path, args: &[&str]) -> Run {
-    Command::new(binary("kai-scheduler"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("kai-scheduler runs")
-        .into()
-}
 
 fn simulate_example(extra: &[&str]) -> Run {
     let mut args = vec![
@@ -117,7 +105,7 @@ fn cycles_bounds_the_run_and_a_nominated_pod_says_where() {
 
 #[test]
 fn a_policy_with_errors_prints_its_diagnostics_and_exits_1() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp();
     write_files(
         dir.path(),
         &[
@@ -143,7 +131,7 @@ fn a_policy_with_errors_prints_its_diagnostics_and_exits_1() {
 
 #[test]
 fn an_unreadable_or_invalid_cluster_file_exits_2_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp();
     copy_example(dir.path());
     let run = kai_scheduler(dir.path(), &["simulate", "--cluster", "missing.yaml"]);
     assert_eq!(run.status, 2, "{run:?}");
@@ -184,7 +172,7 @@ fn an_unreadable_or_invalid_cluster_file_exits_2_naming_it() {
 
 #[test]
 fn skipped_objects_are_noted_on_stderr() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp();
     copy_example(dir.path());
     write_files(
         dir.path(),
@@ -229,19 +217,16 @@ fn now_sets_the_clock_and_cannot_precede_the_file() {
 
 #[test]
 fn the_cluster_can_come_from_standard_input() {
-    let mut child = Command::new(binary("kai-scheduler"))
-        .args(["simulate", "--cluster", "-", "--format", "json"])
-        .current_dir(repo_root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
     let text = std::fs::read(repo_root().join("examples/cluster.yaml")).unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &text).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    let run = run_binary(
+        "kai-scheduler",
+        &repo_root(),
+        &["simulate", "--cluster", "-", "--format", "json"],
+        Some(&text),
+    );
+    assert_eq!(run.status, 0, "{run:?}");
     let from_file = simulate_example(&["--format", "json"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), from_file.stdout);
+    assert_eq!(run.stdout, from_file.stdout);
 }
 
 #[test]

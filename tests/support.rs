@@ -1,7 +1,8 @@
 //! Helpers for end-to-end tests: run the real binaries in temporary folders and Git repositories.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -55,15 +56,46 @@ impl From<Output> for Run {
     }
 }
 
-/// Runs `kai-policy` with `args` in `cwd`, colour off as in CI.
-pub fn kai_policy(cwd: &Path, args: &[&str]) -> Run {
-    Command::new(binary("kai-policy"))
+/// Runs the workspace binary `name` with `args` in `cwd`, colour off as in CI, with `stdin` (if
+/// any) written to its standard input.
+pub fn run_binary(name: &str, cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Run {
+    let mut child = Command::new(binary(name))
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
-        .output()
-        .expect("kai-policy runs")
-        .into()
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name} runs: {e}"));
+    // Written from another thread, so a child that answers before it has read everything
+    // cannot block both sides on full pipes.
+    let input = child.stdin.take();
+    std::thread::scope(|scope| {
+        if let (Some(mut pipe), Some(bytes)) = (input, stdin) {
+            scope.spawn(move || pipe.write_all(bytes).expect("the child reads its input"));
+        }
+        child.wait_with_output().expect("the child finishes").into()
+    })
+}
+
+/// Runs `kai-policy` with `args` in `cwd`, colour off as in CI.
+pub fn kai_policy(cwd: &Path, args: &[&str]) -> Run {
+    run_binary("kai-policy", cwd, args, None)
+}
+
+/// Runs `kai-scheduler` with `args` in `cwd`, colour off as in CI.
+pub fn kai_scheduler(cwd: &Path, args: &[&str]) -> Run {
+    run_binary("kai-scheduler", cwd, args, None)
+}
+
+/// A temporary folder, removed when dropped.
+pub fn temp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary folder")
 }
 
 /// Writes `files` (relative path, text) under `dir`.
