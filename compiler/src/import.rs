@@ -88,14 +88,16 @@ struct Source {
 
 impl Source {
     fn error(&self, message: impl Into<String>) -> ImportError {
-        ImportError {
-            file: self.file.clone(),
-            object: Some(format!(
-                "Queue \"{}\" ({})",
-                self.object.metadata.name, self.at
-            )),
-            message: message.into(),
-        }
+        queue_error(&self.file, &self.object.metadata.name, &self.at, message)
+    }
+}
+
+/// An error about one imported Queue object, named as the user will look for it.
+fn queue_error(file: &str, name: &str, at: &str, message: impl Into<String>) -> ImportError {
+    ImportError {
+        file: file.to_string(),
+        object: Some(format!("Queue \"{name}\" ({at})")),
+        message: message.into(),
     }
 }
 
@@ -512,14 +514,15 @@ impl Tree {
         for (i, q) in queues.iter().enumerate() {
             if let Some(&first) = index.get(q.name.as_str()) {
                 let f = &queues[first];
-                return Err(ImportError {
-                    file: q.file.clone(),
-                    object: Some(format!("Queue \"{}\" ({})", q.name, q.at)),
-                    message: format!(
+                return Err(queue_error(
+                    &q.file,
+                    &q.name,
+                    &q.at,
+                    format!(
                         "a queue of this name was already imported from {} ({})",
                         f.file, f.at
                     ),
-                });
+                ));
             }
             index.insert(&q.name, i);
         }
@@ -543,14 +546,12 @@ impl Tree {
                             .collect();
                         names.push(&queues[i].name);
                         let q = &queues[i];
-                        return Err(ImportError {
-                            file: q.file.clone(),
-                            object: Some(format!("Queue \"{}\" ({})", q.name, q.at)),
-                            message: format!(
-                                "spec.parentQueue makes a cycle: {}",
-                                names.join(" → ")
-                            ),
-                        });
+                        return Err(queue_error(
+                            &q.file,
+                            &q.name,
+                            &q.at,
+                            format!("spec.parentQueue makes a cycle: {}", names.join(" → ")),
+                        ));
                     }
                     _ => {
                         state[i] = 1;
