@@ -1,8 +1,8 @@
 //! `kai-policy`: a thin binary over the compiler library.
 #![forbid(unsafe_code)]
 
-// The KDL parser allocates for every token it tries; mimalloc makes `check` of the 10,000-queue
-// benchmark policy 18% cheaper in instructions than the system allocator (measured with callgrind).
+// The checker allocates many small, short-lived values; with mimalloc, `check` of the
+// 10,000-queue benchmark policy took 0.36-0.39 s against 0.41-0.50 s with the system allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,5 +1,5 @@
 //! kai-scheduler: KAI Scheduler's semantics as a pure function of (cluster snapshot, compiled
-//! policy, clock) → decisions. Kubernetes, files and the simulator live at the edges.
+//! policy, clock, usage history) → decisions. Kubernetes, files and the simulator live at the edges.
 #![forbid(unsafe_code)]
 
 pub mod bench;
