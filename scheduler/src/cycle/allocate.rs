@@ -105,7 +105,7 @@ impl Context<'_> {
         let mut queues: Vec<VecDeque<usize>> = lists
             .into_iter()
             .map(|mut l| {
-                l.sort_by_key(|&j| {
+                l.sort_by_cached_key(|&j| {
                     let job = &self.jobs[j];
                     let running = job.pods.len() - self.pending(j).len();
                     (

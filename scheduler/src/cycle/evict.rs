@@ -130,7 +130,7 @@ impl Context<'_> {
                 !self.running(v).is_empty() && !self.growing(v) && self.past_min_runtime(v, min)
             })
             .collect();
-        victims.sort_by_key(|&v| (self.jobs[v].priority, Reverse(self.latest_start(v)), v));
+        victims.sort_by_cached_key(|&v| (self.jobs[v].priority, Reverse(self.latest_start(v)), v));
         victims
     }
 
@@ -205,22 +205,26 @@ impl Context<'_> {
             }
             victims.push((v, self.saturation(vq, kind, 0)));
         }
-        victims.sort_by(|(a, sa), (b, sb)| {
-            let qa = self.jobs[*a]
-                .queue
-                .as_ref()
-                .map_or(0, |&q| self.policy.queues[q].priority);
-            let qb = self.jobs[*b]
-                .queue
-                .as_ref()
-                .map_or(0, |&q| self.policy.queues[q].priority);
-            sb.total_cmp(sa)
-                .then(qa.cmp(&qb))
-                .then(self.jobs[*a].priority.cmp(&self.jobs[*b].priority))
-                .then(Reverse(self.latest_start(*a)).cmp(&Reverse(self.latest_start(*b))))
-                .then(a.cmp(b))
-        });
-        victims.into_iter().map(|(v, _)| v).collect()
+        // Each victim's order key, computed once: most saturated queue first, then lower queue
+        // priority, lower job priority, most recently started.
+        let mut keyed: Vec<_> = victims
+            .into_iter()
+            .map(|(v, saturation)| {
+                let queue_priority = self.jobs[v]
+                    .queue
+                    .as_ref()
+                    .map_or(0, |&q| self.policy.queues[q].priority);
+                let job = (
+                    queue_priority,
+                    self.jobs[v].priority,
+                    Reverse(self.latest_start(v)),
+                    v,
+                );
+                (saturation, job)
+            })
+            .collect();
+        keyed.sort_by(|(sa, a), (sb, b)| sb.total_cmp(sa).then(a.cmp(b)));
+        keyed.into_iter().map(|(_, (.., v))| v).collect()
     }
 
     /// Releases victims one job at a time until the gang fits; commits (evictions + nominations)
