@@ -24,64 +24,62 @@ impl Context<'_> {
     /// Reclaim pass: for each job still unplaced, evict from queues above their fair share.
     /// Returns the jobs it could not help.
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
-        let mut still = Vec::new();
-        for u in unplaced {
-            let Ok(leaf) = self.jobs[u.job].queue else {
-                continue;
-            };
-            let pending = self.pending(u.job);
-            let request = request_of(self.snapshot, &pending);
-            let for_job = self.jobs[u.job].key.clone();
-            let by_queue = self.policy.queues[leaf].name.clone();
-            let victims: Vec<(usize, EvictReason)> = self
-                .reclaim_victims(leaf, &request)
+        self.evict_for(unplaced, |cx, job, leaf, pending| {
+            let request = request_of(cx.snapshot, pending);
+            let for_job = &cx.jobs[job].key;
+            let by_queue = &cx.policy.queues[leaf].name;
+            cx.reclaim_victims(leaf, &request)
                 .into_iter()
                 .map(|v| {
-                    let from_queue = self.jobs[v]
+                    let from_queue = cx.jobs[v]
                         .queue
                         .as_ref()
-                        .map_or(String::new(), |&q| self.policy.queues[q].name.clone());
-                    (
-                        v,
-                        EvictReason::Reclaim {
-                            for_job: for_job.clone(),
-                            by_queue: by_queue.clone(),
-                            from_queue,
-                        },
-                    )
+                        .map_or(String::new(), |&q| cx.policy.queues[q].name.clone());
+                    let reason = EvictReason::Reclaim {
+                        for_job: for_job.clone(),
+                        by_queue: by_queue.clone(),
+                        from_queue,
+                    };
+                    (v, reason)
                 })
-                .collect();
-            if !self.release_until_fit(u.job, leaf, &pending, victims) {
-                still.push(u);
-            }
-        }
-        still
+                .collect()
+        })
     }
 
     /// Preempt pass: for each job still unplaced, evict lower-priority jobs of its own queue.
     /// Returns the jobs it could not help.
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
+        self.evict_for(unplaced, |cx, job, leaf, _| {
+            let for_job = &cx.jobs[job].key;
+            let priority = cx.jobs[job].priority;
+            cx.preempt_victims(job, leaf)
+                .into_iter()
+                .map(|v| {
+                    let reason = EvictReason::Preempt {
+                        for_job: for_job.clone(),
+                        priorities: (cx.jobs[v].priority, priority),
+                    };
+                    (v, reason)
+                })
+                .collect()
+        })
+    }
+
+    /// What reclaim and preempt share: for each unplaced job with a queue, evict the victims
+    /// `victims(context, job, leaf, pending pods)` names, in order, until the job fits.
+    /// Returns the jobs that still do not fit.
+    fn evict_for(
+        &mut self,
+        unplaced: Vec<Unplaced>,
+        victims: impl Fn(&Self, usize, usize, &[usize]) -> Vec<(usize, EvictReason)>,
+    ) -> Vec<Unplaced> {
         let mut still = Vec::new();
         for u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
             let pending = self.pending(u.job);
-            let for_job = self.jobs[u.job].key.clone();
-            let priority = self.jobs[u.job].priority;
-            let victims: Vec<(usize, EvictReason)> = self
-                .preempt_victims(u.job, leaf)
-                .into_iter()
-                .map(|v| {
-                    (
-                        v,
-                        EvictReason::Preempt {
-                            for_job: for_job.clone(),
-                            priorities: (self.jobs[v].priority, priority),
-                        },
-                    )
-                })
-                .collect();
+            let victims = victims(self, u.job, leaf, &pending);
             if !self.release_until_fit(u.job, leaf, &pending, victims) {
                 still.push(u);
             }
