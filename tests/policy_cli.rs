@@ -172,6 +172,66 @@ fn build_writes_three_files_identically_every_time() {
     assert!(leftovers.is_empty());
 }
 
+/// What `build` writes is the policy's meaning: not the path it was given, not line numbers, not
+/// layout, comments or which file holds a queue.
+#[test]
+fn build_output_depends_on_the_policy_not_on_paths_layout_or_files() {
+    let dir = temp();
+    copy_example(dir.path());
+    let outputs = |out: &str| -> Vec<String> {
+        [
+            "queues.yaml",
+            "priorityclasses.yaml",
+            "scheduler-config.json",
+        ]
+        .iter()
+        .map(|n| std::fs::read_to_string(dir.path().join(out).join(n)).unwrap())
+        .collect()
+    };
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "policies", "--out", "a"]).status,
+        0
+    );
+    let absolute = dir.path().join("policies");
+    let run = kai_policy(
+        dir.path(),
+        &["build", absolute.to_str().unwrap(), "--out", "b"],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let first = outputs("a");
+    assert_eq!(
+        first,
+        outputs("b"),
+        "`policies` and `$PWD/policies` build the same bytes"
+    );
+    assert!(
+        !first[0].contains(".kdl"),
+        "no file name in the objects:\n{}",
+        first[0]
+    );
+
+    // A comment, blank lines, a queue moved to another file, then `fmt`: same meaning.
+    let platform = std::fs::read_to_string(dir.path().join("policies/teams/platform.kdl")).unwrap();
+    std::fs::remove_file(dir.path().join("policies/teams/platform.kdl")).unwrap();
+    let cluster = std::fs::read_to_string(dir.path().join("policies/cluster.kdl")).unwrap();
+    write_files(
+        dir.path(),
+        &[(
+            "policies/cluster.kdl",
+            &format!(
+                "// moved here\n\n\n{cluster}\n{}",
+                platform.replace("\n", "\n\n")
+            ),
+        )],
+    );
+    assert_eq!(kai_policy(dir.path(), &["fmt", "policies"]).status, 0);
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "policies", "--out", "c"]).status,
+        0
+    );
+    assert_eq!(first, outputs("c"));
+}
+
 #[test]
 fn build_to_stdout_is_one_clean_yaml_stream_for_kubectl() {
     let run = kai_policy(&repo_root(), &["build", "policies", "--out", "-"]);
