@@ -161,71 +161,96 @@ impl Context<'_> {
         }
     }
 
-    /// KAI's queue order (`GetQueueOrderResult`): `Less` when `l` goes first. Queues are
-    /// compared at one level of the tree (siblings), each with its best job.
+    /// KAI's queue order between two siblings, each with its best job: `Less` when `l` goes
+    /// first.
     pub(crate) fn queue_order(&self, l: &Side, r: &Side) -> Ordering {
-        let (lq, rq) = (self.kai_shares(l.queue), self.kai_shares(r.queue));
-        let total = quantities(&self.capacity);
-        // Not over its fair share (over means over in every resource) first.
-        let over = |q: &QueueShares| {
-            ResourceKind::ALL
-                .into_iter()
-                .all(|k| q.get(k).fair_share < q.get(k).allocated)
+        let ranked = |s: &Side| Ranked {
+            shares: self.kai_shares(s.queue),
+            priority: self.policy.queues[s.queue].priority,
+            created: s.queue,
+            job: s.job,
+            victims: s.victims,
         };
-        let by = |a: bool, b: bool| a.cmp(&b);
-        by(over(&lq), over(&rq))
-            // Still within deserved quota with the job first.
-            .then_with(|| {
-                let starved = |q: &QueueShares, s: &Side| {
-                    less_equal(
-                        &add(&each(q, |r| r.allocated), &s.job),
-                        &each(q, |r| r.deserved),
-                    )
-                };
-                by(!starved(&lq, l), !starved(&rq, r))
-            })
-            // Higher queue priority first.
-            .then_with(|| {
-                let (lp, rp) = (
-                    self.policy.queues[l.queue].priority,
-                    self.policy.queues[r.queue].priority,
-                );
-                rp.cmp(&lp)
-            })
-            // A queue that would hold a resource it has no allocatable share of goes last.
-            .then_with(|| {
-                let violates = |q: &QueueShares, s: &Side| {
-                    ResourceKind::ALL.into_iter().any(|k| {
-                        q.get(k).allocatable() == 0.0 && q.get(k).allocated + s.job.get(k) > 0.0
-                    })
-                };
-                by(violates(&lq, l), violates(&rq, r))
-            })
-            // Smaller dominant share with the job (and without the victims) first.
-            .then_with(|| {
-                let with_job = |q: &QueueShares, s: &Side| {
-                    let held = PerResource {
-                        gpu: q.gpu.allocated + s.job.gpu - s.victims.gpu,
-                        cpu: q.cpu.allocated + s.job.cpu - s.victims.cpu,
-                        memory: q.memory.allocated + s.job.memory - s.victims.memory,
-                    };
-                    dominant_share(q, &held, &total)
-                };
-                with_job(&lq, l).total_cmp(&with_job(&rq, r))
-            })
-            // Then without the job.
-            .then_with(|| {
-                let now = |q: &QueueShares| dominant_share(q, &each(q, |r| r.allocated), &total);
-                now(&lq).total_cmp(&now(&rq))
-            })
-            // Then the queue whose allocatable share is smaller in every resource.
-            .then_with(|| {
-                let (la, ra) = (each(&lq, Share::allocatable), each(&rq, Share::allocatable));
-                let smaller =
-                    |a: &Quantities, b: &Quantities| !less_equal(b, a) && less_equal(a, b);
-                by(!smaller(&la, &ra), !smaller(&ra, &la))
-            })
-            // KAI's last tie-breaker is the queue's creation time; ours is declaration order.
-            .then_with(|| l.queue.cmp(&r.queue))
+        compare_queues(&ranked(l), &ranked(r), &quantities(&self.capacity))
     }
 }
+
+/// A queue as KAI's queue order sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ranked {
+    /// Its numbers.
+    pub shares: QueueShares,
+    /// Its priority.
+    pub priority: i32,
+    /// Its creation order (ours: declaration order).
+    pub created: usize,
+    /// Its best job's init resources.
+    pub job: Quantities,
+    /// What the victims taken from it so far would free.
+    pub victims: Quantities,
+}
+
+/// KAI's `GetQueueOrderResult`: `Less` when `l` goes first.
+pub(crate) fn compare_queues(l: &Ranked, r: &Ranked, total: &Quantities) -> Ordering {
+    let (lq, rq) = (&l.shares, &r.shares);
+    // Not over its fair share (over means over in every resource) first.
+    let over = |q: &QueueShares| {
+        ResourceKind::ALL
+            .into_iter()
+            .all(|k| q.get(k).fair_share < q.get(k).allocated)
+    };
+    let by = |a: bool, b: bool| a.cmp(&b);
+    by(over(lq), over(rq))
+        // Still within deserved quota with the job first.
+        .then_with(|| {
+            let starved = |s: &Ranked| {
+                less_equal(
+                    &add(&each(&s.shares, |r| r.allocated), &s.job),
+                    &each(&s.shares, |r| r.deserved),
+                )
+            };
+            by(!starved(l), !starved(r))
+        })
+        // Higher queue priority first.
+        .then_with(|| r.priority.cmp(&l.priority))
+        // A queue that would hold a resource it has no allocatable share of goes last.
+        .then_with(|| {
+            let violates = |s: &Ranked| {
+                ResourceKind::ALL.into_iter().any(|k| {
+                    let share = s.shares.get(k);
+                    share.allocatable() == 0.0 && share.allocated + s.job.get(k) > 0.0
+                })
+            };
+            by(violates(l), violates(r))
+        })
+        // Smaller dominant share with the job (and without the victims) first.
+        .then_with(|| {
+            let with_job = |s: &Ranked| {
+                let q = &s.shares;
+                let held = PerResource {
+                    gpu: q.gpu.allocated + s.job.gpu - s.victims.gpu,
+                    cpu: q.cpu.allocated + s.job.cpu - s.victims.cpu,
+                    memory: q.memory.allocated + s.job.memory - s.victims.memory,
+                };
+                dominant_share(q, &held, total)
+            };
+            with_job(l).total_cmp(&with_job(r))
+        })
+        // Then without the job.
+        .then_with(|| {
+            let now = |q: &QueueShares| dominant_share(q, &each(q, |r| r.allocated), total);
+            now(lq).total_cmp(&now(rq))
+        })
+        // Then the queue whose allocatable share is smaller in every resource.
+        .then_with(|| {
+            let (la, ra) = (each(lq, Share::allocatable), each(rq, Share::allocatable));
+            let smaller = |a: &Quantities, b: &Quantities| !less_equal(b, a) && less_equal(a, b);
+            by(!smaller(&la, &ra), !smaller(&ra, &la))
+        })
+        // KAI's last tie-breaker is the queue's creation time; ours is declaration order.
+        .then_with(|| l.created.cmp(&r.created))
+}
+
+#[cfg(test)]
+#[path = "kai_tests.rs"]
+mod tests;

@@ -202,3 +202,6 @@ fn capacity(snapshot: &Snapshot) -> Amounts {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reclaim_tests;

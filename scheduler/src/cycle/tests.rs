@@ -54,13 +54,13 @@ pub(crate) fn pod(ns: &str, name: &str, gpus: i64) -> Pod {
     }
 }
 
-fn running(mut p: Pod, node: &str, started: Time) -> Pod {
+pub(crate) fn running(mut p: Pod, node: &str, started: Time) -> Pod {
     p.node = Some(node.into());
     p.started = Some(started);
     p
 }
 
-fn gang(ns: &str, name: &str, size: usize, gpus: i64, min: u32) -> (Vec<Pod>, PodGroup) {
+pub(crate) fn gang(ns: &str, name: &str, size: usize, gpus: i64, min: u32) -> (Vec<Pod>, PodGroup) {
     let pods = (0..size)
         .map(|i| Pod {
             group: Some(name.into()),
@@ -80,7 +80,7 @@ fn gang(ns: &str, name: &str, size: usize, gpus: i64, min: u32) -> (Vec<Pod>, Po
     )
 }
 
-fn cycle(policy: &Policy, snapshot: &Snapshot, now: Time) -> CycleResult {
+pub(crate) fn cycle(policy: &Policy, snapshot: &Snapshot, now: Time) -> CycleResult {
     run(&Cycle {
         snapshot,
         policy,
@@ -89,7 +89,7 @@ fn cycle(policy: &Policy, snapshot: &Snapshot, now: Time) -> CycleResult {
     })
 }
 
-fn binds(r: &CycleResult) -> Vec<(String, String)> {
+pub(crate) fn binds(r: &CycleResult) -> Vec<(String, String)> {
     r.decisions
         .iter()
         .filter_map(|d| match d {
@@ -99,7 +99,7 @@ fn binds(r: &CycleResult) -> Vec<(String, String)> {
         .collect()
 }
 
-fn pending_reason<'r>(r: &'r CycleResult, job: &str) -> &'r Reason {
+pub(crate) fn pending_reason<'r>(r: &'r CycleResult, job: &str) -> &'r Reason {
     r.decisions
         .iter()
         .find_map(|d| match d {
@@ -109,7 +109,7 @@ fn pending_reason<'r>(r: &'r CycleResult, job: &str) -> &'r Reason {
         .unwrap_or_else(|| panic!("{job} is not pending: {:#?}", r.decisions))
 }
 
-fn evicted(r: &CycleResult) -> Vec<(String, EvictReason)> {
+pub(crate) fn evicted(r: &CycleResult) -> Vec<(String, EvictReason)> {
     r.decisions
         .iter()
         .filter_map(|d| match d {
