@@ -731,6 +731,7 @@ fn nodes(count: usize) -> Vec<Node> {
                 memory: MEMORY_PER_NODE,
             },
             unschedulable: false,
+            ..Default::default()
         })
         .collect()
 }
@@ -806,6 +807,7 @@ fn push_gang(
             started: None,
             termination_grace_seconds: 30,
             terminating: false,
+            ..Default::default()
         });
     }
     snapshot.groups.push(PodGroup {
@@ -815,6 +817,7 @@ fn push_gang(
         queue: Some(queue.to_string()),
         priority_class: Some(class.to_string()),
         created,
+        ..Default::default()
     });
 }
 
@@ -955,6 +958,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 started: Some(created + 10),
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Default::default()
             });
         }
         snapshot.groups.push(PodGroup {
@@ -964,6 +968,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
             queue: Some(queue),
             priority_class: Some(class.to_string()),
             created,
+            ..Default::default()
         });
         filled += size;
         job += 1;

@@ -8,6 +8,7 @@
 mod allocate;
 mod consolidate;
 mod evict;
+mod filters;
 mod jobs;
 mod kai;
 mod placement;

@@ -30,6 +30,7 @@ pub(crate) fn node(name: &str, gpus: i64) -> Node {
             memory: 512 << 30,
         },
         unschedulable: false,
+        ..Default::default()
     }
 }
 
@@ -51,6 +52,7 @@ pub(crate) fn pod(ns: &str, name: &str, gpus: i64) -> Pod {
         started: None,
         termination_grace_seconds: 30,
         terminating: false,
+        ..Default::default()
     }
 }
 
@@ -76,6 +78,7 @@ pub(crate) fn gang(ns: &str, name: &str, size: usize, gpus: i64, min: u32) -> (V
             queue: None,
             priority_class: None,
             created: 0,
+            ..Default::default()
         },
     )
 }
@@ -145,15 +148,14 @@ fn a_gang_is_placed_whole_or_not_at_all() {
     };
     let r = cycle(&p, &s, 0);
     assert!(binds(&r).is_empty(), "no partial gang: {:?}", binds(&r));
-    let Reason::NoNodeFits {
-        closest: Some((_, lacking)),
-    } = pending_reason(&r, "a/too-big")
-    else {
+    // The reason no longer names one closest node: it counts what every node lacks.
+    let Reason::NoNodeFits { nodes, found } = pending_reason(&r, "a/too-big") else {
         panic!("{:?}", r.decisions)
     };
     assert_eq!(
-        lacking.gpu, 4000,
-        "the closest node lacks one pod's 4 GPUs once the others are placed"
+        (*nodes, found.clone()),
+        (2, vec!["2 lack 4 GPU (most free: 0)".to_string()]),
+        "both nodes lack the fifth pod's 4 GPUs once the other four are placed"
     );
 }
 
