@@ -561,12 +561,43 @@ impl Reader<'_> {
                 return None;
             }
         };
+        let shown = written(entry);
+        let digits_end = text
+            .trim_start_matches(['-', '+'])
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'));
+        let suffix = digits_end.map_or("", |i| &text.trim_start_matches(['-', '+'])[i..]);
+        if kind == ResourceKind::Gpu && BYTE_SUFFIXES.contains(&suffix) {
+            let count = &text[..text.len() - suffix.len()];
+            return invalid(
+                self,
+                format!(
+                    "the {what} {shown} has a byte suffix, `{suffix}`, but GPUs are counted in devices"
+                ),
+                format!(
+                    "write the number of GPUs, like `{key}={count}` (fractions such as `{key}=0.5` share a device)"
+                ),
+            );
+        }
         let e = match quantity::parse_quantity(&text, kind) {
-            Ok(v) => return Some(Bound::Finite(v)),
+            Ok(v) => {
+                if kind == ResourceKind::Memory && suffix.is_empty() && v > 0 && v < 1 << 20 {
+                    self.memory_without_unit(entry, what, key, &text);
+                }
+                return Some(Bound::Finite(v));
+            }
             Err(e) => e,
         };
-        let shown = written(entry);
+        let minus_one = text.trim().parse::<f64>() == Ok(-1.0);
         let (message, help) = match e {
+            // KAI writes "unlimited" as -1; here that is `#inf` (and no limit is the default).
+            QuantityError::Negative if minus_one && unlimited_ok => (
+                format!("the {what} cannot be negative: {shown}"),
+                if key == "limit" {
+                    "KAI writes unlimited as -1; here write `limit=#inf`, or leave `limit` out (no limit is the default)".to_string()
+                } else {
+                    format!("KAI writes unlimited as -1; here write `{key}=#inf`")
+                },
+            ),
             QuantityError::Negative => (
                 format!("the {what} cannot be negative: {shown}"),
                 "quantities count resources: use 0 or more".to_string(),
@@ -600,6 +631,21 @@ impl Reader<'_> {
             }
         };
         invalid(self, message, help)
+    }
+
+    /// `memory quota=12` is 12 bytes: almost certainly a unit was left out.
+    fn memory_without_unit(&mut self, entry: &KdlEntry, what: &str, key: &str, text: &str) {
+        let number = text.trim();
+        self.diags.push(
+            Diagnostic::warning(
+                Code::BytesOfMemory,
+                format!("the {what} {} has no unit, so it is {number} bytes", written(entry)),
+                self.at(entry.span()).with_text("bytes"),
+            )
+            .with_help(format!(
+                "memory amounts take a unit: did you mean `{key}=\"{number}Gi\"` (or `\"{number}Mi\"`)? Less than 1Mi of memory cannot run a pod"
+            )),
+        );
     }
 
     fn duration(&mut self, entry: &KdlEntry) -> Option<Duration> {
@@ -696,6 +742,13 @@ impl Reader<'_> {
         Some(text)
     }
 }
+
+/// Suffixes that scale bytes (or counts by thousands): never part of a GPU count. `m` (milli)
+/// is not here: `"500m"` is half a GPU.
+const BYTE_SUFFIXES: &[&str] = &[
+    "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "K", "M", "G", "T", "P", "E", "B", "KB", "MB", "GB",
+    "TB", "KiB", "MiB", "GiB", "TiB",
+];
 
 fn quantity_example(kind: ResourceKind, key: &str) -> String {
     match kind {
