@@ -104,6 +104,104 @@ fn a_scenario_that_does_not_fit_the_policy_is_refused_with_where_and_why() {
     );
 }
 
+/// Runs `explain` on one policy file (and a scenario, when given) in a fresh folder.
+fn explain_policy(policy: &str, scenario: Option<&str>) -> Run {
+    let dir = temp();
+    let mut files = vec![("policies/p.kdl", policy)];
+    files.extend(scenario.map(|s| ("s.yaml", s)));
+    write_files(dir.path(), &files);
+    let mut args = vec!["explain"];
+    if scenario.is_some() {
+        args.extend(["--scenario", "s.yaml"]);
+    }
+    let run = kai_policy(dir.path(), &args);
+    assert_eq!(run.status, 0, "{run:?}");
+    run
+}
+
+#[test]
+fn explain_says_when_a_share_is_more_than_the_cluster_has() {
+    // KAI keeps a finite quota in full (`setDeservedResource`): 10 of a cluster of 8.
+    let run = explain_policy(
+        "cluster \"c\" { oversubscription \"allow\" }\n\
+         queue \"a\" { gpu quota=10; queue \"a1\" { namespaces \"a1\" } }\n\
+         queue \"b\" { gpu quota=0; namespaces \"b\" }\n",
+        Some("capacity: {gpu: 8}\ndemand:\n  a1: {gpu: 10}\n  b: {gpu: 4}\n"),
+    );
+    assert!(
+        run.stdout.contains(
+            "a: 10 deserved (request); that is more than the cluster's 8: the quotas here add up \
+             to more than there is"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("b: 0 deserved (quota); nothing left to divide (4 more requested)"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn explain_without_capacity_says_what_it_assumed_and_how_to_declare_it() {
+    let run = explain_policy(
+        "queue \"a\" { gpu quota=2; namespaces \"a\" }\nqueue \"b\" { gpu quota=1; namespaces \"b\" }\n",
+        None,
+    );
+    assert!(
+        run.stdout.starts_with(
+            "note: no gpu capacity is declared: assumed 0 GPUs, what the top-level queues ask \
+             for, so every share is 0; declare it with `capacity gpu=…` in the `cluster` block, \
+             or `capacity: {gpu: …}` in a scenario file (--scenario)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    // With demand but still no capacity, the assumed total is what the queues ask for.
+    let run = explain_policy(
+        "queue \"a\" { gpu quota=2; namespaces \"a\" }\nqueue \"b\" { gpu quota=1; namespaces \"b\" }\n",
+        Some("demand:\n  a: {gpu: 3}\n  b: {gpu: 1}\n"),
+    );
+    assert!(
+        run.stdout
+            .starts_with("note: no gpu capacity is declared: assumed 4 GPUs, what the top-level queues ask for; declare it"),
+        "{}",
+        run.stdout
+    );
+    let declared = explain_policy(
+        "cluster \"c\" { capacity gpu=4; }\nqueue \"a\" { gpu quota=2; namespaces \"a\" }\n",
+        None,
+    );
+    assert!(!declared.stdout.contains("note:"), "{}", declared.stdout);
+}
+
+#[test]
+fn explain_says_a_resource_is_not_governed_instead_of_giving_each_child_the_whole_parent() {
+    // Neither child governs CPU: each may take up to all of its parent's share (KAI reads no
+    // quota as unlimited), which is not a division between them.
+    let run = explain_policy(
+        "queue \"p\" { cpu quota=8; queue \"x\" { namespaces \"x\" }; queue \"y\" { namespaces \"y\" } }\n",
+        Some("capacity: {cpu: 8}\ndemand:\n  x: {cpu: 8}\n  y: {cpu: 8}\n"),
+    );
+    for child in ["x", "y"] {
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{child} (cpu): ")))
+            .unwrap_or_else(|| panic!("{}", run.stdout));
+        assert!(
+            line.contains(
+                "8 deserved (not governed at this queue: unlimited, so it may take up to all of \
+                 p's share of 8 whatever its siblings take; a `cpu quota=…` here divides it among them)"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("all of its parent's share"), "{line}");
+    }
+}
+
 /// The example policy in a fresh Git repository, with one commit.
 fn repo_with_example() -> tempfile::TempDir {
     let dir = temp();
