@@ -913,6 +913,8 @@ impl Resolver<'_> {
                     .map(|n| n.value.clone())
                     .or_else(|| inherited.and_then(|p| p.placement.clone())),
                 min_runtime,
+                labels: q.labels.clone(),
+                annotations: q.annotations.clone(),
                 origin: origin(&q.name.at),
             });
         }
