@@ -410,7 +410,8 @@ fn objects(shapes: &[Shape]) -> Vec<QueueObject> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 128,
+        // PROPTEST_CASES raises it (proptest reads it into the default config).
+        cases: ProptestConfig::default().cases.max(128),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
