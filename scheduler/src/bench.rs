@@ -43,7 +43,7 @@ const MAX_PODS: usize = 1_000_000;
 const MAX_CYCLES: usize = 1_000;
 
 /// Output formats of `bench`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BenchFormat {
     /// A table for a terminal.
     Human,
@@ -52,7 +52,7 @@ pub enum BenchFormat {
 }
 
 /// What the benchmark times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
     /// Empty nodes, many pending gangs: the allocate action at scale.
     Allocate,
@@ -61,28 +61,21 @@ pub enum Scenario {
 }
 
 /// `kai-scheduler bench`: generates a synthetic cluster and times scheduling cycles.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone)]
 pub struct BenchArgs {
     /// Nodes, 8 GPUs each [default: 5000; reclaim: 1000].
-    #[arg(long)]
     pub nodes: Option<usize>,
     /// Pending pods [default: 10 per node; reclaim: a gang of 250].
-    #[arg(long)]
     pub pods: Option<usize>,
     /// Queues in a 3-level tree [default: one per 5 nodes, at least 3; reclaim: 100].
-    #[arg(long)]
     pub queues: Option<usize>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = BenchFormat::Human)]
     pub format: BenchFormat,
     /// Cycles (and first-fit passes) to time; the median is reported.
-    #[arg(long, default_value_t = 3)]
     pub cycles: usize,
     /// Seed of the cluster generator.
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// What to time.
-    #[arg(long, value_enum, default_value_t = Scenario::Allocate)]
     pub scenario: Scenario,
 }
 

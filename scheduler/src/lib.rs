@@ -3,7 +3,6 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
-pub mod cli;
 pub mod cluster;
 pub mod cycle;
 pub mod decision;

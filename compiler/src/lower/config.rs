@@ -196,8 +196,6 @@ pub struct QueueConfig {
     pub placement: Option<String>,
     /// Minimum runtimes (inherited through ancestors and the cluster).
     pub min_runtime: MinRuntimeConfig,
-    /// `file:line` of the declaration.
-    pub source: String,
 }
 
 /// How a queue governs one resource; amounts in stored units, `null` meaning unlimited.
@@ -292,7 +290,6 @@ pub fn content(policy: &Policy) -> CompiledContent {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.into(),
-                source: format!("{}:{}", q.origin.file, q.origin.line),
             })
             .collect(),
         namespace_defaults,

@@ -12,8 +12,9 @@ use kai_policy_compiler::check;
 use kai_policy_compiler::diagnostics::{self, HumanStyle};
 use kai_policy_compiler::source;
 
-use crate::ingest::{self, Options};
-use crate::simulate::{self, DEFAULT_CYCLES};
+use kai_scheduler::bench::{self, BenchArgs, BenchFormat, Scenario};
+use kai_scheduler::ingest::{self, Options};
+use kai_scheduler::simulate::{self, DEFAULT_CYCLES};
 
 /// Exit statuses: the same contract as kai-policy's (cli.md).
 pub use kai_policy_compiler::cli::{EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS};
@@ -31,7 +32,7 @@ enum Command {
     /// Run scheduling cycles in memory over a cluster file and print every decision.
     Simulate(SimulateArgs),
     /// Generate a synthetic cluster and time scheduling cycles.
-    Bench(crate::bench::BenchArgs),
+    Bench(BenchCli),
 }
 
 /// Output formats of `simulate`.
@@ -72,7 +73,7 @@ pub fn run() -> u8 {
     };
     let result = match cli.command {
         Command::Simulate(args) => simulate_command(&args),
-        Command::Bench(args) => crate::bench::run(&args).map(|out| {
+        Command::Bench(args) => bench::run(&args.into()).map(|out| {
             print_stdout(&out);
             EXIT_OK
         }),
@@ -82,6 +83,61 @@ pub fn run() -> u8 {
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILURE
+        }
+    }
+}
+
+/// `kai-scheduler bench`'s flags (the bench itself, [`BenchArgs`], lives in the library).
+#[derive(Debug, clap::Args)]
+struct BenchCli {
+    /// Nodes, 8 GPUs each [default: 5000; reclaim: 1000].
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Pending pods [default: 10 per node; reclaim: a gang of 250].
+    #[arg(long)]
+    pods: Option<usize>,
+    /// Queues in a 3-level tree [default: one per 5 nodes, at least 3; reclaim: 100].
+    #[arg(long)]
+    queues: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Cycles (and first-fit passes) to time; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    cycles: usize,
+    /// Seed of the cluster generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// What to time.
+    #[arg(long, value_enum, default_value_t = ScenarioArg::Allocate)]
+    scenario: ScenarioArg,
+}
+
+/// The bench scenarios, as flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ScenarioArg {
+    /// Empty nodes, many pending gangs: the allocate action at scale.
+    Allocate,
+    /// Full nodes, one pending gang of a starved queue: the reclaim action.
+    Reclaim,
+}
+
+impl From<BenchCli> for BenchArgs {
+    fn from(a: BenchCli) -> Self {
+        BenchArgs {
+            nodes: a.nodes,
+            pods: a.pods,
+            queues: a.queues,
+            format: match a.format {
+                Format::Human => BenchFormat::Human,
+                Format::Json => BenchFormat::Json,
+            },
+            cycles: a.cycles,
+            seed: a.seed,
+            scenario: match a.scenario {
+                ScenarioArg::Allocate => Scenario::Allocate,
+                ScenarioArg::Reclaim => Scenario::Reclaim,
+            },
         }
     }
 }
