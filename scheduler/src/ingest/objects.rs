@@ -128,7 +128,7 @@ fn container_request(
             (None, Some(q)) => ("limits", q),
             (None, None) => continue,
         };
-        let context = |e: String| format!("{at}.resources.{field}.{key}: {e}");
+        let context = |e: String| format!("{at}: resources.{field}.{key}: {e}");
         match key.as_str() {
             "cpu" => amounts.cpu = stored(&q.0, ResourceKind::Cpu, Round::Up).map_err(context)?,
             "memory" => {
@@ -274,7 +274,14 @@ pub fn read_pod(
             .map(|v| v.trim().to_string())
     };
     let labels = meta.labels.clone().unwrap_or_default();
-    let share = gpu_share(&annotation, request.gpu, notes)?;
+    let mut share_notes = Vec::new();
+    let share = gpu_share(&annotation, request.gpu, &mut share_notes)?;
+    let key = format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default()
+    );
+    notes.extend(share_notes.into_iter().map(|n| format!("Pod {key}: {n}")));
     let (mut fractional, mut shared_devices, mut gpu_memory) = (false, 0, None);
     if let Some(share) = share {
         request.gpu = share.total;

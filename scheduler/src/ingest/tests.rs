@@ -279,7 +279,7 @@ fn bad_quantities_skip_the_object_with_a_note_naming_the_field() {
     let e = skipped(&pod("{}", "{requests: {cpu: lots}}"));
     assert_eq!(
         e,
-        "skipped Pod ds-analytics/nb: container c.resources.requests.cpu: `lots` is not a Kubernetes quantity"
+        "skipped Pod ds-analytics/nb: container c: resources.requests.cpu: `lots` is not a Kubernetes quantity"
     );
     let e = skipped(&pod("{}", "{limits: {nvidia.com/gpu: 500m}}"));
     assert!(e.contains("counts whole devices"), "{e}");
