@@ -21,7 +21,10 @@ struct Daemon {
 
 impl Daemon {
     fn start(cwd: &Path, repo: &str, extra: &[&str]) -> Daemon {
-        let cluster = repo_root().join("examples/cluster.yaml");
+        Daemon::start_on(cwd, repo, &repo_root().join("examples/cluster.yaml"), extra)
+    }
+
+    fn start_on(cwd: &Path, repo: &str, cluster: &Path, extra: &[&str]) -> Daemon {
         let mut child = Command::new(binary("kai-scheduler"))
             .args(["run", "--policy-repo", repo, "--cluster"])
             .arg(&cluster)
@@ -341,4 +344,114 @@ fn a_file_remote_without_a_compilable_policy_is_not_ready_until_one_is_pushed() 
     assert_eq!(daemon.get("/readyz").0, 200);
     let (status, logs) = daemon.terminate();
     assert_eq!(status, 0, "{}", logs.join("\n"));
+}
+
+const TWO_QUEUES: &str = r#"
+queue "a" {
+    gpu quota=4
+    namespaces "a"
+}
+queue "b" {
+    gpu quota=4
+    namespaces "b"
+}
+"#;
+
+/// One 8-GPU node; queue b runs one pod (for a simulated day) and waits for one that can never
+/// fit (16 GPUs).
+const CLUSTER: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1, creationTimestamp: '2026-11-21T08:00:00Z'}
+  status:
+    allocatable: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8', pods: '110'}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: run
+    namespace: b
+    creationTimestamp: '2026-11-21T08:00:00Z'
+    labels: {kai.scheduler/queue: b}
+    annotations: {kai-policy.io/simulated-duration: 24h}
+  spec:
+    schedulerName: kai-scheduler
+    nodeName: n1
+    containers:
+    - name: main
+      resources: {limits: {nvidia.com/gpu: '1'}, requests: {cpu: '1', memory: 4Gi}}
+  status: {phase: Running, startTime: '2026-11-21T08:00:00Z'}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: big
+    namespace: b
+    creationTimestamp: '2026-11-21T08:00:00Z'
+    labels: {kai.scheduler/queue: b}
+  spec:
+    schedulerName: kai-scheduler
+    containers:
+    - name: main
+      resources: {limits: {nvidia.com/gpu: '16'}, requests: {cpu: '1', memory: 4Gi}}
+"#;
+
+#[test]
+fn a_queue_removed_by_a_commit_keeps_its_running_pods_and_says_why_its_pending_ones_wait() {
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    write_files(
+        &repo_dir,
+        &[
+            ("policies/queues.kdl", TWO_QUEUES),
+            ("cluster.yaml", CLUSTER),
+        ],
+    );
+    git_commit_all(&repo_dir, "queues a and b");
+    let cluster = repo_dir.join("cluster.yaml");
+    let mut daemon = Daemon::start_on(dir.path(), repo_dir.to_str().unwrap(), &cluster, &[]);
+    daemon.wait_policy(|p| p["ready"] == true);
+    daemon.wait_log(|l| l["fields"]["message"] == "cycle");
+
+    std::fs::write(
+        repo_dir.join("policies/queues.kdl"),
+        "queue \"a\" {\n    gpu quota=4\n    namespaces \"a\"\n}\n",
+    )
+    .unwrap();
+    let removed = git_commit_all(&repo_dir, "queue b goes");
+    daemon.wait_policy(|p| p["commit"] == removed.as_str());
+    let expected = format!(
+        "queue b no longer exists (removed in commit {})",
+        &removed[..12]
+    );
+    let started = Instant::now();
+    loop {
+        let (_, body) = daemon.get("/pending");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        let big = doc["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == "b/big")
+            .cloned();
+        if big
+            .as_ref()
+            .is_some_and(|j| j["reason"] == expected.as_str())
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "/pending is {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, metrics) = daemon.get("/metrics");
+    assert_eq!(
+        metric(&metrics, "kai_decisions_total{kind=\"evict\"}"),
+        Some(0.0),
+        "b's running pod is not evicted: {metrics}"
+    );
+    assert_eq!(daemon.terminate().0, 0);
 }

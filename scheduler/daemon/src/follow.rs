@@ -323,8 +323,9 @@ fn compile(repo: &Repository, tip: Oid, path: &str) -> Result<(Policy, String), 
                 .map_or(String::new(), |d| format!(": {}", d.message));
             let doc = serde_json::from_str(&render_json(&checked.diagnostics, &sources))
                 .unwrap_or(Value::Null);
+            let noun = if errors == 1 { "error" } else { "errors" };
             Err((
-                format!("commit {short} does not compile ({errors} errors{first})"),
+                format!("commit {short} does not compile ({errors} {noun}{first})"),
                 doc,
             ))
         }
