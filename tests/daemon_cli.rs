@@ -27,7 +27,7 @@ impl Daemon {
     fn start_on(cwd: &Path, repo: &str, cluster: &Path, extra: &[&str]) -> Daemon {
         let mut child = Command::new(binary("kai-scheduler"))
             .args(["run", "--policy-repo", repo, "--cluster"])
-            .arg(&cluster)
+            .arg(cluster)
             .args([
                 "--listen",
                 "127.0.0.1:0",
