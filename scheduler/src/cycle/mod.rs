@@ -127,6 +127,7 @@ pub fn run(cycle: &Cycle) -> CycleResult {
         used: &mut used,
         decisions: Vec::new(),
         capacity: capacity(snapshot),
+        dry_run: None,
     };
     let unplaced = ctx.allocate();
     let unplaced = ctx.consolidate(unplaced);
