@@ -207,3 +207,6 @@ mod tests;
 
 #[cfg(test)]
 mod reclaim_tests;
+
+#[cfg(test)]
+mod order_tests;
