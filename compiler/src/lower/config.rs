@@ -196,6 +196,12 @@ pub struct QueueConfig {
     pub placement: Option<String>,
     /// Minimum runtimes (inherited through ancestors and the cluster).
     pub min_runtime: MinRuntimeConfig,
+    /// Labels of its Kubernetes object (such as KAI's `kai.scheduler/node-pool`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations of its Kubernetes object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// How a queue governs one resource; amounts in stored units, `null` meaning unlimited.
@@ -290,6 +296,8 @@ pub fn content(policy: &Policy) -> CompiledContent {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.into(),
+                labels: q.labels.clone(),
+                annotations: q.annotations.clone(),
             })
             .collect(),
         namespace_defaults,
@@ -494,12 +502,6 @@ impl CompiledPolicy {
                     ));
                 }
             }
-            let (file, line) = match q.source.rsplit_once(':') {
-                Some((file, line)) if line.parse::<usize>().is_ok() => {
-                    (file.to_string(), line.parse().unwrap_or(0))
-                }
-                _ => (q.source.clone(), 0),
-            };
             queues.push(model::Queue {
                 name: q.name.clone(),
                 display_name: q.display_name.clone(),
@@ -519,7 +521,9 @@ impl CompiledPolicy {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.to_model(),
-                origin: model::Origin { file, line },
+                labels: q.labels.clone(),
+                annotations: q.annotations.clone(),
+                origin: nowhere(),
             });
         }
         for (i, q) in c.queues.iter().enumerate() {
