@@ -494,12 +494,6 @@ impl CompiledPolicy {
                     ));
                 }
             }
-            let (file, line) = match q.source.rsplit_once(':') {
-                Some((file, line)) if line.parse::<usize>().is_ok() => {
-                    (file.to_string(), line.parse().unwrap_or(0))
-                }
-                _ => (q.source.clone(), 0),
-            };
             queues.push(model::Queue {
                 name: q.name.clone(),
                 display_name: q.display_name.clone(),
@@ -519,7 +513,11 @@ impl CompiledPolicy {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.to_model(),
-                origin: model::Origin { file, line },
+                // The config carries neither where a queue was declared nor its labels and
+                // annotations (scheduling reads none of them).
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
+                origin: nowhere(),
             });
         }
         for (i, q) in c.queues.iter().enumerate() {
