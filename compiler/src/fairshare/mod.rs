@@ -55,8 +55,8 @@ pub enum Cap {
     ZeroWeight,
     /// Nothing was left to divide (higher-priority buckets or bigger shares took the rest).
     Exhausted,
-    /// The rounds ended and the leftover pass gave each owed queue its one unit, yet
-    /// `Share::undivided` stayed undivided (KAI hands it to nobody).
+    /// `Share::undivided` stayed undivided because no queue that wants more pulls any of it
+    /// (every pull `P` is 0 from past usage): KAI's rounds stop and nobody gets it.
     Stopped,
 }
 
