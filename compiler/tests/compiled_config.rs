@@ -24,8 +24,9 @@ fn checked(sources: &SourceSet) -> Policy {
     c.policy.expect("a policy without errors")
 }
 
-/// What the config does not carry, blanked: descriptions and the declarations of priority
-/// classes and placements (for messages only), and oversubscription (enforced by the checker).
+/// What the config does not carry, blanked: descriptions, where priority classes, placements and
+/// queues were declared (for messages only), queue labels and annotations, and oversubscription
+/// (enforced by the checker).
 fn scheduling_view(mut p: Policy) -> Policy {
     p.cluster.oversubscription = Oversubscription::default();
     let nowhere = || Origin {
@@ -38,6 +39,13 @@ fn scheduling_view(mut p: Policy) -> Policy {
     }
     for pl in &mut p.placements {
         pl.origin = nowhere();
+    }
+    // Nor where queues were declared, nor their labels and annotations (since the build output
+    // became the policy's meaning only).
+    for q in &mut p.queues {
+        q.origin = nowhere();
+        q.labels.clear();
+        q.annotations.clear();
     }
     p
 }
