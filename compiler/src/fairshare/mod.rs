@@ -444,16 +444,15 @@ impl Context<'_> {
             .copied()
             .filter(|&i| shares[i].fraction > 0.0)
             .collect();
+        // Remainders equal but for float noise (0.5 from an offer of 0.5 and from one of 1.5)
+        // tie, and the earlier queue goes first, as the exact arithmetic would have it.
+        let key = |i: usize| (shares[i].fraction / EPSILON).round() as i64;
         owed.sort_by(|&a, &b| {
-            shares[b]
-                .fraction
-                .total_cmp(&shares[a].fraction)
-                .then(a.cmp(&b))
-                .then_with(|| {
-                    self.policy.queues[siblings[a]]
-                        .name
-                        .cmp(&self.policy.queues[siblings[b]].name)
-                })
+            key(b).cmp(&key(a)).then(a.cmp(&b)).then_with(|| {
+                self.policy.queues[siblings[a]]
+                    .name
+                    .cmp(&self.policy.queues[siblings[b]].name)
+            })
         });
         for i in owed {
             if available <= 0 {
