@@ -281,3 +281,76 @@ fn bench_prints_its_report() {
     }
     assert_eq!(doc["nodes"], 20);
 }
+
+#[test]
+fn the_compiled_config_and_the_policy_folder_give_identical_decisions() {
+    let dir = temp();
+    copy_example(dir.path());
+    let build = kai_policy(dir.path(), &["build", "policies", "--out", "dist"]);
+    assert_eq!(build.status, 0, "{build:?}");
+    let config = dir.path().join("dist/scheduler-config.json");
+    let cluster = repo_root().join("examples/cluster.yaml");
+    let cluster = cluster.to_str().unwrap();
+    let from_folder = simulate_example(&["--format", "json"]);
+    let from_config = kai_scheduler(
+        dir.path(),
+        &[
+            "simulate",
+            "--config",
+            config.to_str().unwrap(),
+            "--cluster",
+            cluster,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(from_config.status, 0, "{from_config:?}");
+    assert!(
+        from_folder.stdout.contains("\"bind\""),
+        "the example binds pods"
+    );
+    assert_eq!(from_config.stdout, from_folder.stdout);
+
+    // A config edited after the build is refused, naming the file and the fix.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let edited = text.replacen("\"priority\": 100", "\"priority\": 101", 1);
+    assert_ne!(edited, text, "the example has a queue of priority 100");
+    std::fs::write(&config, edited).unwrap();
+    let tampered = kai_scheduler(
+        dir.path(),
+        &[
+            "simulate",
+            "--config",
+            config.to_str().unwrap(),
+            "--cluster",
+            cluster,
+        ],
+    );
+    assert_eq!(tampered.status, 2, "{tampered:?}");
+    assert!(
+        tampered
+            .stderr
+            .contains("scheduler-config.json: the digest sha256:")
+            && tampered.stderr.contains("rebuild it"),
+        "{}",
+        tampered.stderr
+    );
+    assert!(tampered.stdout.is_empty());
+
+    let both = kai_scheduler(
+        dir.path(),
+        &[
+            "simulate",
+            "--config",
+            "x.json",
+            "--policy",
+            "policies",
+            "--cluster",
+            cluster,
+        ],
+    );
+    assert_eq!(
+        both.status, 2,
+        "--config and --policy exclude each other: {both:?}"
+    );
+}

@@ -87,11 +87,6 @@ pub fn sources_at(
     ),
     RevisionError,
 > {
-    use crate::source::{FileId, SourceFile, SourceSet, admit};
-    let git = |message: git2::Error| RevisionError::Git {
-        rev: rev.to_string(),
-        message: message.message().to_string(),
-    };
     let repo = git2::Repository::discover(dir)
         .map_err(|_| RevisionError::NotARepository(dir.to_path_buf()))?;
     let commit = repo
@@ -108,29 +103,54 @@ pub fn sources_at(
         .and_then(|w| absolute.strip_prefix(w).ok())
         .map(|p| p.to_path_buf())
         .unwrap_or_default();
+    let (sources, diagnostics) = sources_in_commit(&repo, &commit, &relative, dir, rev)?;
+    Ok((sources, diagnostics, commit.id().to_string()))
+}
+
+/// The policy files under `relative` (a folder of the repository, empty for its root) in
+/// `commit`'s tree, read from the object database. Display paths are `display` joined with each
+/// file's path below the folder; errors name the commit as `rev`.
+pub fn sources_in_commit(
+    repo: &git2::Repository,
+    commit: &git2::Commit<'_>,
+    relative: &Path,
+    display: &Path,
+    rev: &str,
+) -> Result<
+    (
+        crate::source::SourceSet,
+        Vec<crate::diagnostics::Diagnostic>,
+    ),
+    RevisionError,
+> {
+    use crate::source::{FileId, SourceFile, SourceSet, admit};
+    let git = |message: git2::Error| RevisionError::Git {
+        rev: rev.to_string(),
+        message: message.message().to_string(),
+    };
     let root = commit.tree().map_err(git)?;
     let tree = if relative.as_os_str().is_empty() {
         root
     } else {
         let entry = root
-            .get_path(&relative)
+            .get_path(relative)
             .map_err(|_| RevisionError::NoPolicy {
                 path: relative.display().to_string(),
                 rev: rev.to_string(),
             })?;
         entry
-            .to_object(&repo)
+            .to_object(repo)
             .and_then(|o| o.peel_to_tree())
             .map_err(git)?
     };
     let mut walk = TreeWalk {
-        repo: &repo,
+        repo,
         root: commit.tree().map_err(git)?,
         files: Vec::new(),
         skipped: Vec::new(),
         seen: std::collections::HashSet::from([tree.id()]),
     };
-    walk.walk(&tree, &relative, "").map_err(git)?;
+    walk.walk(&tree, relative, "").map_err(git)?;
     // A skipped path stays in the set as an empty file, so its warning can name it (as
     // `load_dir` does in the working tree).
     let mut named: Vec<(String, Result<Vec<u8>, String>)> = walk
@@ -138,7 +158,7 @@ pub fn sources_at(
         .into_iter()
         .map(|(p, bytes)| (p, Ok(bytes)))
         .chain(walk.skipped.into_iter().map(|(p, why)| (p, Err(why))))
-        .map(|(p, what)| (crate::source::display_path(&dir.join(p)), what))
+        .map(|(p, what)| (crate::source::display_path(&display.join(p)), what))
         .collect();
     named.sort();
     let mut files = Vec::new();
@@ -156,7 +176,7 @@ pub fn sources_at(
             }
         }
     }
-    Ok((SourceSet::new(files), diagnostics, commit.id().to_string()))
+    Ok((SourceSet::new(files), diagnostics))
 }
 
 /// A walk of the policy folder at a revision, following symbolic links (stored as blobs whose
