@@ -148,7 +148,7 @@ pub fn sources_in_commit(
         root: commit.tree().map_err(git)?,
         files: Vec::new(),
         skipped: Vec::new(),
-        seen: std::collections::HashSet::from([tree.id()]),
+        seen: std::collections::HashSet::from([relative.to_path_buf()]),
     };
     walk.walk(&tree, relative, "").map_err(git)?;
     // A skipped path stays in the set as an empty file, so its warning can name it (as
@@ -189,8 +189,9 @@ struct TreeWalk<'r> {
     files: Vec<(String, Vec<u8>)>,
     /// Path inside the policy folder, and why it was not read.
     skipped: Vec<(String, String)>,
-    /// Trees already walked: the loop guard.
-    seen: std::collections::HashSet<git2::Oid>,
+    /// Folders already walked, by their path in the repository: the loop guard. (Not by tree
+    /// id: two folders with the same files have one id and are both read.)
+    seen: std::collections::HashSet<std::path::PathBuf>,
 }
 
 /// Git's mode for a symbolic link.
@@ -227,7 +228,7 @@ impl TreeWalk<'_> {
     }
 
     fn folder(&mut self, tree: &git2::Tree, at: &Path, here: &str) -> Result<(), git2::Error> {
-        if self.seen.insert(tree.id()) {
+        if self.seen.insert(at.to_path_buf()) {
             self.walk(tree, at, &format!("{here}/"))
         } else {
             self.skipped.push((
