@@ -24,10 +24,9 @@ fn checked(sources: &SourceSet) -> Policy {
     c.policy.expect("a policy without errors")
 }
 
-/// What the config does not carry, blanked: descriptions, where queues, priority classes and
-/// placements were declared (for messages only; the config is the policy's meaning, not its
-/// layout), queue labels and annotations (the Queue object's), and oversubscription (enforced
-/// by the checker).
+/// What the config does not carry, blanked: descriptions and where priority classes, placements
+/// and queues are declared (for messages only; the config holds the policy's meaning, not its
+/// file layout), and oversubscription (enforced by the checker).
 fn scheduling_view(mut p: Policy) -> Policy {
     p.cluster.oversubscription = Oversubscription::default();
     let nowhere = || Origin {
@@ -43,8 +42,6 @@ fn scheduling_view(mut p: Policy) -> Policy {
     }
     for q in &mut p.queues {
         q.origin = nowhere();
-        q.labels.clear();
-        q.annotations.clear();
     }
     p
 }

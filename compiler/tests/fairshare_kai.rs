@@ -149,12 +149,12 @@ fn build(case: &Case) -> Result<(Policy, Demand), String> {
             default_priority_class: None,
             placement: None,
             min_runtime: MinRuntime::default(),
-            labels: Default::default(),
-            annotations: Default::default(),
             origin: Origin {
                 file: "case".to_string(),
                 line: i + 1,
             },
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
         });
     }
     let mut demand = Demand {

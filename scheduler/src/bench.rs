@@ -1078,6 +1078,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 started: Some(created + 10),
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Pod::default()
             });
             snapshot.groups.push(PodGroup {
                 namespace: queue.clone(),
@@ -1086,6 +1087,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 queue: Some(queue),
                 priority_class: Some(class.to_string()),
                 created,
+                ..PodGroup::default()
             });
             placed += 1;
         }
