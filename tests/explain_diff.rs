@@ -698,3 +698,38 @@ fn comments_layout_and_moving_a_queue_between_files_change_nothing() {
         assert_eq!(run.status, 0, "{format}: {run:?}");
     }
 }
+
+/// At a revision, symbolic links are followed as in the working tree (Git stores a link as a
+/// blob holding its target, which is not KDL): the two sides read the same policy.
+#[cfg(unix)]
+#[test]
+fn diff_follows_symlinked_files_and_folders_at_a_revision() {
+    use std::os::unix::fs::symlink;
+    let dir = temp();
+    copy_example(dir.path());
+    let teams = dir.path().join("policies/teams");
+    std::fs::rename(&teams, dir.path().join("team-files")).unwrap();
+    symlink("../team-files", &teams).unwrap();
+    std::fs::rename(
+        dir.path().join("policies/departments.kdl"),
+        dir.path().join("departments.kdl"),
+    )
+    .unwrap();
+    symlink(
+        "../departments.kdl",
+        dir.path().join("policies/departments.kdl"),
+    )
+    .unwrap();
+    git_commit_all(dir.path(), "linked");
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    edit(
+        dir.path(),
+        "team-files/llm.kdl",
+        "quota=30 weight=2",
+        "quota=26 weight=2",
+    );
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(run.stdout.contains("llm-team"), "{}", run.stdout);
+}

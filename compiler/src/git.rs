@@ -143,36 +143,160 @@ pub fn sources_in_commit(
             .and_then(|o| o.peel_to_tree())
             .map_err(git)?
     };
-    let mut found: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut failure = None;
-    tree.walk(git2::TreeWalkMode::PreOrder, |prefix, entry| {
-        let name = entry.name().unwrap_or_default();
-        if entry.kind() == Some(git2::ObjectType::Tree) && name.starts_with('.') {
-            return git2::TreeWalkResult::Skip;
-        }
-        if entry.kind() == Some(git2::ObjectType::Blob) && name.ends_with(".kdl") {
-            match entry.to_object(repo).and_then(|o| o.peel_to_blob()) {
-                Ok(blob) => found.push((format!("{prefix}{name}"), blob.content().to_vec())),
-                Err(e) => failure = Some(e),
-            }
-        }
-        git2::TreeWalkResult::Ok
-    })
-    .map_err(git)?;
-    if let Some(e) = failure {
-        return Err(git(e));
-    }
-    let mut named: Vec<(String, Vec<u8>)> = found
+    let mut walk = TreeWalk {
+        repo,
+        root: commit.tree().map_err(git)?,
+        files: Vec::new(),
+        skipped: Vec::new(),
+        seen: std::collections::HashSet::from([relative.to_path_buf()]),
+    };
+    walk.walk(&tree, relative, "").map_err(git)?;
+    // A skipped path stays in the set as an empty file, so its warning can name it (as
+    // `load_dir` does in the working tree).
+    let mut named: Vec<(String, Result<Vec<u8>, String>)> = walk
+        .files
         .into_iter()
-        .map(|(p, bytes)| (crate::source::display_path(&display.join(p)), bytes))
+        .map(|(p, bytes)| (p, Ok(bytes)))
+        .chain(walk.skipped.into_iter().map(|(p, why)| (p, Err(why))))
+        .map(|(p, what)| (crate::source::display_path(&display.join(p)), what))
         .collect();
     named.sort();
     let mut files = Vec::new();
     let mut diagnostics = Vec::new();
-    for (i, (path, bytes)) in named.into_iter().enumerate() {
-        let (text, problem) = admit(FileId(i as u32), &path, bytes);
-        files.push(SourceFile::new(path, text));
-        diagnostics.extend(problem);
+    for (i, (path, what)) in named.into_iter().enumerate() {
+        match what {
+            Ok(bytes) => {
+                let (text, problem) = admit(FileId(i as u32), &path, bytes);
+                files.push(SourceFile::new(path, text));
+                diagnostics.extend(problem);
+            }
+            Err(why) => {
+                diagnostics.push(crate::source::skipped(FileId(i as u32), &path, &why));
+                files.push(SourceFile::new(path, String::new()));
+            }
+        }
     }
     Ok((SourceSet::new(files), diagnostics))
+}
+
+/// A walk of the policy folder at a revision, following symbolic links (stored as blobs whose
+/// text is the target) the way the working tree's walk does.
+struct TreeWalk<'r> {
+    repo: &'r git2::Repository,
+    /// The commit's whole tree: link targets are resolved in it.
+    root: git2::Tree<'r>,
+    /// Path inside the policy folder, and content.
+    files: Vec<(String, Vec<u8>)>,
+    /// Path inside the policy folder, and why it was not read.
+    skipped: Vec<(String, String)>,
+    /// Folders already walked, by their path in the repository: the loop guard. (Not by tree
+    /// id: two folders with the same files have one id and are both read.)
+    seen: std::collections::HashSet<std::path::PathBuf>,
+}
+
+/// Git's mode for a symbolic link.
+const LINK_MODE: i32 = 0o120000;
+
+impl TreeWalk<'_> {
+    /// Walks `tree`, which is at `at` in the repository and at `prefix` in the policy folder.
+    fn walk(&mut self, tree: &git2::Tree, at: &Path, prefix: &str) -> Result<(), git2::Error> {
+        for entry in tree.iter() {
+            let name = entry.name().unwrap_or_default();
+            if name.starts_with('.') {
+                continue;
+            }
+            let here = format!("{prefix}{name}");
+            let is_kdl = name.ends_with(".kdl");
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) => {
+                    let sub = entry.to_object(self.repo)?.peel_to_tree()?;
+                    self.folder(&sub, &at.join(name), &here)?;
+                }
+                Some(git2::ObjectType::Blob) if entry.filemode() == LINK_MODE => {
+                    let link = entry.to_object(self.repo)?.peel_to_blob()?;
+                    let target = String::from_utf8_lossy(link.content()).into_owned();
+                    self.follow(at, &here, &target, is_kdl)?;
+                }
+                Some(git2::ObjectType::Blob) if is_kdl => {
+                    let blob = entry.to_object(self.repo)?.peel_to_blob()?;
+                    self.files.push((here, blob.content().to_vec()));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn folder(&mut self, tree: &git2::Tree, at: &Path, here: &str) -> Result<(), git2::Error> {
+        if self.seen.insert(at.to_path_buf()) {
+            self.walk(tree, at, &format!("{here}/"))
+        } else {
+            self.skipped.push((
+                here.to_string(),
+                "it leads to a folder that is already read (a symbolic link loop, or a second link to one folder)".into(),
+            ));
+            Ok(())
+        }
+    }
+
+    /// A link at `here` (in a folder that is at `at` in the repository) to `target`.
+    fn follow(
+        &mut self,
+        at: &Path,
+        here: &str,
+        target: &str,
+        is_kdl: bool,
+    ) -> Result<(), git2::Error> {
+        let missing = |why: &str| format!("it is a symbolic link to `{target}`, which {why}");
+        let Some(resolved) = normalize(&at.join(target)) else {
+            self.skipped
+                .push((here.to_string(), missing("is outside the repository")));
+            return Ok(());
+        };
+        let entry = match self.root.get_path(&resolved) {
+            Ok(entry) => entry,
+            Err(_) => {
+                self.skipped
+                    .push((here.to_string(), missing("does not exist at this revision")));
+                return Ok(());
+            }
+        };
+        match entry.kind() {
+            Some(git2::ObjectType::Tree) => {
+                let tree = entry.to_object(self.repo)?.peel_to_tree()?;
+                self.folder(&tree, &resolved, here)
+            }
+            Some(git2::ObjectType::Blob) if entry.filemode() == LINK_MODE => {
+                self.skipped.push((
+                    here.to_string(),
+                    missing("is itself a symbolic link (not followed at a revision)"),
+                ));
+                Ok(())
+            }
+            Some(git2::ObjectType::Blob) if is_kdl => {
+                let blob = entry.to_object(self.repo)?.peel_to_blob()?;
+                self.files.push((here.to_string(), blob.content().to_vec()));
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `a/b/../c` → `a/c`; `None` when `..` climbs above the repository.
+fn normalize(path: &Path) -> Option<std::path::PathBuf> {
+    let mut out = std::path::PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::Normal(p) => out.push(p),
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            std::path::Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(out)
 }

@@ -179,19 +179,23 @@ pub fn load_dir(root: &Path) -> Result<(SourceSet, Vec<Diagnostic>), LoadError> 
                 diagnostics.extend(problem);
             }
             Err(why) => {
-                diagnostics.push(
-                    Diagnostic::warning(
-                        Code::SkippedPath,
-                        format!("{display} was not read: {why}"),
-                        Label::new(id, 0, 0),
-                    )
-                    .with_help("fix or remove it; any policy it was meant to hold is missing from this check"),
-                );
+                diagnostics.push(skipped(id, &display, &why));
                 files.push(SourceFile::new(display, String::new()));
             }
         }
     }
     Ok((SourceSet::new(files), diagnostics))
+}
+
+/// The KP0025 warning for a path under the policy folder that was not read (`file` is the
+/// empty file that stands for it).
+pub fn skipped(file: FileId, path: &str, why: &str) -> Diagnostic {
+    Diagnostic::warning(
+        Code::SkippedPath,
+        format!("{path} was not read: {why}"),
+        Label::new(file, 0, 0),
+    )
+    .with_help("fix or remove it; any policy it was meant to hold is missing from this check")
 }
 
 /// What a walk of the policy folder found.
