@@ -316,17 +316,16 @@ fn main() {
     {
         let yaml = cluster_yaml(nodes, pods);
         std::fs::write(&yaml_path, &yaml).expect("write the YAML file");
-        let value: serde_json::Value =
-            serde_saphyr::from_str_with_options(&yaml, {
-                let mut o = serde_saphyr::Options::default();
-                let mut b = serde_saphyr::Budget::default();
-                b.max_events = usize::MAX;
-                b.max_nodes = usize::MAX;
-                b.max_total_scalar_bytes = usize::MAX;
-                o.budget = Some(b);
-                o
-            })
-            .expect("the generated YAML reads");
+        let value: serde_json::Value = serde_saphyr::from_str_with_options(&yaml, {
+            let mut o = serde_saphyr::Options::default();
+            let mut b = serde_saphyr::Budget::default();
+            b.max_events = usize::MAX;
+            b.max_nodes = usize::MAX;
+            b.max_total_scalar_bytes = usize::MAX;
+            o.budget = Some(b);
+            o
+        })
+        .expect("the generated YAML reads");
         std::fs::write(&json_path, serde_json::to_vec_pretty(&value).expect("JSON"))
             .expect("write the JSON file");
     }
