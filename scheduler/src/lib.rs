@@ -8,3 +8,4 @@ pub mod cycle;
 pub mod decision;
 pub mod ingest;
 pub mod simulate;
+pub mod usage;

@@ -335,7 +335,7 @@ fn check_invariants(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: ProptestConfig::default().cases.max(300), ..ProptestConfig::default() })]
 
     #[test]
     fn every_cycle_keeps_the_invariants(nodes in arb_nodes(), first in arb_jobs(), second in arb_jobs(), gap in 0u64..2000) {

@@ -129,6 +129,7 @@ pub fn run(cycle: &Cycle) -> CycleResult {
         used: &mut used,
         decisions: Vec::new(),
         capacity: capacity(snapshot),
+        dry_run: None,
     };
     let unplaced = ctx.allocate();
     let unplaced = ctx.consolidate(unplaced);
@@ -223,3 +224,6 @@ mod tests;
 
 #[cfg(test)]
 mod reclaim_tests;
+
+#[cfg(test)]
+mod order_tests;
