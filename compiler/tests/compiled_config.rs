@@ -24,8 +24,8 @@ fn checked(sources: &SourceSet) -> Policy {
     c.policy.expect("a policy without errors")
 }
 
-/// What the config does not carry, blanked: descriptions and the declarations of priority
-/// classes and placements (for messages only), and oversubscription (enforced by the checker).
+/// What the config does not carry, blanked: descriptions and where things were declared (for
+/// messages only), and oversubscription (enforced by the checker).
 fn scheduling_view(mut p: Policy) -> Policy {
     p.cluster.oversubscription = Oversubscription::default();
     let nowhere = || Origin {
@@ -38,6 +38,9 @@ fn scheduling_view(mut p: Policy) -> Policy {
     }
     for pl in &mut p.placements {
         pl.origin = nowhere();
+    }
+    for q in &mut p.queues {
+        q.origin = nowhere();
     }
     p
 }

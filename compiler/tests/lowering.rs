@@ -47,7 +47,7 @@ fn every_notation() -> Artifacts {
 /// KAI's Queue schema, made strict: every object that lists its properties rejects others, so a
 /// misspelt field fails here instead of being pruned silently by the API server.
 fn kai_queue_schema() -> Value {
-    let path = repo().join("../shared/kai-crds/scheduling.run.ai_queues.yaml");
+    let path = repo().join("schemas/kai/scheduling.run.ai_queues.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let crd: Value = serde_saphyr::from_str(&text).expect("CRD parses");
     let version = crd["spec"]["versions"]

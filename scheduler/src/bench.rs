@@ -767,6 +767,7 @@ fn nodes(count: usize) -> Vec<Node> {
                 memory: MEMORY_PER_NODE,
             },
             unschedulable: false,
+            ..Default::default()
         })
         .collect()
 }
@@ -842,6 +843,7 @@ fn push_gang(
             started: None,
             termination_grace_seconds: 30,
             terminating: false,
+            ..Default::default()
         });
     }
     snapshot.groups.push(PodGroup {
@@ -851,6 +853,7 @@ fn push_gang(
         queue: Some(queue.to_string()),
         priority_class: Some(class.to_string()),
         created,
+        ..Default::default()
     });
 }
 
@@ -991,6 +994,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 started: Some(created + 10),
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Default::default()
             });
         }
         snapshot.groups.push(PodGroup {
@@ -1000,6 +1004,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
             queue: Some(queue),
             priority_class: Some(class.to_string()),
             created,
+            ..Default::default()
         });
         filled += size;
         job += 1;
@@ -1073,6 +1078,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 started: Some(created + 10),
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Default::default()
             });
             snapshot.groups.push(PodGroup {
                 namespace: queue.clone(),
@@ -1081,6 +1087,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 queue: Some(queue),
                 priority_class: Some(class.to_string()),
                 created,
+                ..Default::default()
             });
             placed += 1;
         }

@@ -296,6 +296,7 @@ pub fn parse_cluster(
                     queue: group.spec.queue.filter(|q| !q.is_empty()),
                     priority_class: group.spec.priority_class_name.filter(|p| !p.is_empty()),
                     created: created.map_or(0, clock),
+                    ..Default::default()
                 });
             }
         }
@@ -358,6 +359,7 @@ fn read_node(node: &K8sNode) -> Result<Node, String> {
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false),
+        ..Default::default()
     })
 }
 
@@ -527,6 +529,7 @@ fn read_pod(
         started,
         termination_grace_seconds: grace,
         terminating: meta.deletion_timestamp.is_some(),
+        ..Default::default()
     }))
 }
 

@@ -87,6 +87,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
                     memory: 256 << 30,
                 },
                 unschedulable: false,
+                ..Default::default()
             })
             .collect(),
         ..Snapshot::default()
@@ -116,6 +117,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
                 started: None,
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Default::default()
             });
         }
         s.groups.push(PodGroup {
@@ -125,6 +127,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
             queue: None,
             priority_class: classes[spec.class].map(String::from),
             created: j as u64,
+            ..Default::default()
         });
     }
     s

@@ -39,6 +39,7 @@ fn node(name: &str, gpus: i64) -> Node {
             memory: 1 << 40,
         },
         unschedulable: false,
+        ..Node::default()
     }
 }
 
@@ -60,6 +61,7 @@ fn pending(queue: &str, i: usize) -> Pod {
         started: None,
         termination_grace_seconds: 30,
         terminating: false,
+        ..Pod::default()
     }
 }
 

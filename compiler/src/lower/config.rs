@@ -196,8 +196,6 @@ pub struct QueueConfig {
     pub placement: Option<String>,
     /// Minimum runtimes (inherited through ancestors and the cluster).
     pub min_runtime: MinRuntimeConfig,
-    /// `file:line` of the declaration.
-    pub source: String,
 }
 
 /// How a queue governs one resource; amounts in stored units, `null` meaning unlimited.
@@ -292,7 +290,6 @@ pub fn content(policy: &Policy) -> CompiledContent {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.into(),
-                source: format!("{}:{}", q.origin.file, q.origin.line),
             })
             .collect(),
         namespace_defaults,
@@ -449,8 +446,8 @@ pub fn parse(path: &str, text: &str) -> Result<(CompiledPolicy, Policy), LoadErr
 
 impl CompiledPolicy {
     /// The checked policy this config was compiled from, as far as scheduling reads it: what the
-    /// config does not carry (descriptions, where priority classes and placements were declared,
-    /// the oversubscription setting the checker enforces) is left empty or at its default.
+    /// config does not carry (descriptions, where things were declared, the oversubscription
+    /// setting the checker enforces) is left empty or at its default.
     /// Fails when the content contradicts itself (names that do not resolve, a parent declared
     /// after its child), so the cycle never sees a dangling index.
     pub fn to_policy(&self) -> Result<Policy, String> {
@@ -497,12 +494,6 @@ impl CompiledPolicy {
                     ));
                 }
             }
-            let (file, line) = match q.source.rsplit_once(':') {
-                Some((file, line)) if line.parse::<usize>().is_ok() => {
-                    (file.to_string(), line.parse().unwrap_or(0))
-                }
-                _ => (q.source.clone(), 0),
-            };
             queues.push(model::Queue {
                 name: q.name.clone(),
                 display_name: q.display_name.clone(),
@@ -522,7 +513,7 @@ impl CompiledPolicy {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.to_model(),
-                origin: model::Origin { file, line },
+                origin: nowhere(),
             });
         }
         for (i, q) in c.queues.iter().enumerate() {

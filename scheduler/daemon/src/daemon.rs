@@ -419,18 +419,6 @@ impl LoopState {
         });
         let seconds = started.elapsed().as_secs_f64();
         usage::record(&mut self.history, &snapshot, policy, &result.allocated, now);
-        // The cycle does not yet treat a terminating pod as releasing (KAI's `Releasing` status)
-        // and names it as a victim again; it is already going, so that eviction is dropped.
-        let terminating: std::collections::HashSet<String> = snapshot
-            .pods
-            .iter()
-            .filter(|p| p.terminating)
-            .map(|p| p.key())
-            .collect();
-        let mut result = result;
-        result
-            .decisions
-            .retain(|d| !matches!(d, Decision::Evict { pod, .. } if terminating.contains(pod)));
         backend.apply(&result.decisions, now)?;
 
         let pending: Vec<PendingJob> = result

@@ -8,8 +8,11 @@
 mod allocate;
 mod consolidate;
 mod evict;
+mod filters;
 mod jobs;
+mod kai;
 mod placement;
+mod reclaim;
 mod state;
 
 pub use evict::STALE_GANG_GRACE_SECONDS;
@@ -96,11 +99,13 @@ pub fn run(cycle: &Cycle) -> CycleResult {
     let mut used = QueueUse::new(policy.queues.len());
     for job in &jobs {
         let Ok(q) = job.queue else { continue };
+        // A pod being deleted still holds its node's room, but not its queue's share: KAI
+        // counts releasing pods as neither allocated nor requested.
         let running: Vec<usize> = job
             .pods
             .iter()
             .copied()
-            .filter(|&p| slots[p].is_some())
+            .filter(|&p| slots[p].is_some() && !snapshot.pods[p].terminating)
             .collect();
         used.add(
             policy,
@@ -198,3 +203,6 @@ fn capacity(snapshot: &Snapshot) -> Amounts {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reclaim_tests;
