@@ -551,3 +551,32 @@ fn symlinked_files_and_folders_are_followed_and_skipped_paths_reported() {
     let formatted = std::fs::read_to_string(dir.path().join("shared/teams/llm.kdl")).unwrap();
     assert!(formatted.starts_with("queue \"llm\" {\n"), "{formatted}");
 }
+
+/// The traps a team moving from KAI YAML falls into are named, with what was probably meant.
+#[test]
+fn silent_traps_are_reported_with_the_likely_intent() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[(
+            "policies/a.kdl",
+            "queue \"a\" {\n    gpu quota=2 limit=-1\n    cpu limit=0\n    memory quota=12\n    namespaces \"a\"\n}\nqueue \"b\" {\n    gpu quota=\"1Ki\"\n    namespaces \"b\"\n}\n",
+        )],
+    );
+    let run = kai_policy(dir.path(), &["check"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    for expected in [
+        "KAI writes unlimited as -1; here write `limit=#inf`, or leave `limit` out",
+        "cpu limit of 0, so it can never run a pod that asks for CPU",
+        "drop the `cpu` line",
+        "it is 12 bytes",
+        "did you mean `quota=\"12Gi\"`",
+        "GPUs are counted in devices",
+    ] {
+        assert!(
+            run.stdout.contains(expected),
+            "no `{expected}` in\n{}",
+            run.stdout
+        );
+    }
+}

@@ -412,6 +412,13 @@ impl QueuePair<'_> {
             Shown::Flag(bq.namespaces.open_to_all),
             Shown::Flag(hq.namespaces.open_to_all),
         );
+        // Labels can move a queue to another scheduler (KAI's node-pool label picks the shard).
+        let keys: std::collections::BTreeSet<&String> =
+            bq.labels.keys().chain(hq.labels.keys()).collect();
+        for key in keys {
+            let value = |q: &crate::model::Queue| optional(q.labels.get(key).map(String::as_str));
+            push(&format!("label {key}"), value(bq), value(hq));
+        }
     }
 }
 

@@ -177,6 +177,16 @@ pub enum Reason {
         /// The queue.
         queue: String,
     },
+    /// Evicting would make room, but the jobs that would have to go are inside their
+    /// min-runtime.
+    MinRuntime {
+        /// `reclaim` or `preempt`.
+        action: &'static str,
+        /// The queue of the protected jobs.
+        queue: String,
+        /// Seconds until the last of them may go.
+        remaining: u64,
+    },
     /// The priority class is not declared by the policy.
     UnknownPriorityClass {
         /// The name given.
@@ -272,6 +282,15 @@ impl fmt::Display for Reason {
                 f,
                 "waiting behind {jobs} job{} of queue {queue} that went first",
                 if *jobs == 1 { "" } else { "s" }
+            ),
+            Reason::MinRuntime {
+                action,
+                queue,
+                remaining,
+            } => write!(
+                f,
+                "{action} would make room from queue {queue}, but the jobs it needs are inside their {action} min-runtime for another {}",
+                kai_policy_compiler::quantity::Duration(*remaining)
             ),
             Reason::UnknownPriorityClass { name } => {
                 write!(f, "priority class {name} is not declared by the policy")

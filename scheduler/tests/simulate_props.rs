@@ -309,7 +309,7 @@ fn check_cycle(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: ProptestConfig::default().cases.max(200), ..ProptestConfig::default() })]
 
     #[test]
     fn cycles_keep_the_invariants(seed in any::<u64>()) {

@@ -81,6 +81,8 @@ codes! {
     InvalidName = "KP0023", "invalid-name", "A queue or namespace name that Kubernetes does not accept.";
     UnexpectedArgument = "KP0024", "unexpected-argument", "An argument that the node does not take.";
     SkippedPath = "KP0025", "skipped-path", "A path under the policy folder that was not read: a broken symbolic link, a link loop, or something that is neither a file nor a folder.";
+    BytesOfMemory = "KP0026", "memory-without-unit", "A memory amount with no unit below 1Mi: it counts bytes, which is almost never what was meant.";
+    ZeroLimit = "KP0027", "zero-limit", "A limit of 0: the queue can never run a pod that asks for that resource.";
 }
 
 /// A place in a policy file, with an optional label printed under it.

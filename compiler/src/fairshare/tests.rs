@@ -335,3 +335,23 @@ proptest! {
         prop_assert_eq!(amounts(&shares), amounts(&again));
     }
 }
+
+#[test]
+fn when_every_pull_is_zero_the_rest_stays_undivided_and_says_so() {
+    let p = policy(&format!(
+        "queue \"a\" {{ gpu quota=0; {OPEN} }}; queue \"b\" {{ gpu quota=0; {OPEN} }}"
+    ));
+    // Both used the whole cluster lately: P = max(0, 0.5 + (0.5 − 1)) = 0 each, so KAI's
+    // `divideUpToFairShare` stops before its first round (shareWeightsSum == 0).
+    let s = gpu_shares(
+        &p,
+        10,
+        &[("a", 10), ("b", 10)],
+        1.0,
+        &[("a", 1.0), ("b", 1.0)],
+    );
+    for (_, share) in &s {
+        assert_eq!((share.fair_share, share.undivided), (0, 10_000));
+        assert_eq!(share.cap, Cap::Stopped);
+    }
+}

@@ -189,7 +189,12 @@ pub fn queue_objects(policy: &Policy) -> Vec<QueueObject> {
         .map(|q| QueueObject {
             api_version: "scheduling.run.ai/v2".to_string(),
             kind: "Queue".to_string(),
-            metadata: metadata(&q.name),
+            metadata: {
+                let mut m = metadata(&q.name);
+                m.labels.extend(q.labels.clone());
+                m.annotations.extend(q.annotations.clone());
+                m
+            },
             spec: QueueSpec {
                 display_name: q.display_name.clone(),
                 parent_queue: q.parent.map(|p| policy.queues[p].name.clone()),

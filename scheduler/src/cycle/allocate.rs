@@ -39,6 +39,9 @@ pub(crate) struct Context<'a> {
     pub used: &'a mut QueueUse,
     pub decisions: Vec<Decision>,
     pub capacity: Amounts,
+    /// While set, eviction only tries: a job that would fit leaves its victims here and nothing
+    /// is committed (used to find out whether min-runtimes are what keeps a job waiting).
+    pub dry_run: Option<Vec<super::evict::Victim>>,
 }
 
 impl Context<'_> {

@@ -10,7 +10,7 @@ use super::jobs::request_of;
 use super::placement::{Plan, place_gang};
 use super::state::Slot;
 use crate::cluster::Time;
-use crate::decision::{Decision, EvictReason};
+use crate::decision::{Decision, EvictReason, Reason};
 
 /// How long a running gang may stay below `minMember` before it is evicted whole (KAI's default
 /// `--default-staleness-grace-period`).
@@ -39,37 +39,59 @@ impl Context<'_> {
     /// Returns the jobs it could not help.
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
-        for u in unplaced {
+        for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
-            let candidates = self.preempt_candidates(u.job, leaf);
-            let pending = self.gang_core(u.job);
-            let for_job = self.jobs[u.job].key.clone();
-            let priority = self.jobs[u.job].priority;
-            let mut next = |cx: &Self, popped: &[Victim]| {
-                let (job, pods) = cx.next_in_reverse_job_order(&candidates, popped)?;
-                let reason = EvictReason::Preempt {
-                    for_job: for_job.clone(),
-                    priorities: (cx.jobs[job].priority, priority),
-                };
-                Some(Victim {
-                    job,
-                    pods,
-                    reason: Some(reason),
-                })
-            };
-            if !self.release_until_fit(u.job, leaf, &pending, &mut next, &|_, _| true) {
+            if !self.try_preempt(u.job, leaf, true) {
+                let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
+                if let Some(reason) = self.min_runtime_blocks(
+                    "preempt",
+                    |cx| cx.try_preempt(u.job, leaf, false),
+                    |_, _| min,
+                ) {
+                    u.reason = reason;
+                }
                 still.push(u);
             }
         }
         still
     }
 
+    /// One preempt attempt for a job; `honour_min_runtime: false` is the dry run that finds out
+    /// whether min-runtimes are what stops it.
+    fn try_preempt(&mut self, job: usize, leaf: usize, honour_min_runtime: bool) -> bool {
+        let candidates = self.preempt_candidates(job, leaf, honour_min_runtime);
+        if candidates.is_empty() {
+            return false;
+        }
+        let pending = self.gang_core(job);
+        let for_job = self.jobs[job].key.clone();
+        let priority = self.jobs[job].priority;
+        let mut next = |cx: &Self, popped: &[Victim]| {
+            let (victim, pods) = cx.next_in_reverse_job_order(&candidates, popped)?;
+            let reason = EvictReason::Preempt {
+                for_job: for_job.clone(),
+                priorities: (cx.jobs[victim].priority, priority),
+            };
+            Some(Victim {
+                job: victim,
+                pods,
+                reason: Some(reason),
+            })
+        };
+        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+    }
+
     /// Preempt candidates (KAI's `preempt.go`): preemptible jobs of the same queue with strictly
     /// lower priority and running pods, past the queue's preempt min-runtime (an elastic job
     /// inside it may still lose its pods above `minMember`).
-    fn preempt_candidates(&self, job: usize, leaf: usize) -> Vec<(usize, bool)> {
+    fn preempt_candidates(
+        &self,
+        job: usize,
+        leaf: usize,
+        honour_min_runtime: bool,
+    ) -> Vec<(usize, bool)> {
         let priority = self.jobs[job].priority;
         let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
         (0..self.jobs.len())
@@ -77,10 +99,40 @@ impl Context<'_> {
             .filter(|&v| self.jobs[v].preemptible && self.jobs[v].priority < priority)
             .filter(|&v| !self.running(v).is_empty() && !self.growing(v))
             .filter_map(|v| {
-                let protected = self.protected_until(v, min).is_some();
+                let protected = honour_min_runtime && self.protected_until(v, min).is_some();
                 (!protected || self.is_elastic(v)).then_some((v, protected))
             })
             .collect()
+    }
+
+    /// Whether an eviction attempt that ignores min-runtimes (`attempt`) would make room: then
+    /// the reason a job waits is the victims' protection, and it says when the last of it ends
+    /// (each victim's min-runtime from `min_of`).
+    pub(crate) fn min_runtime_blocks(
+        &mut self,
+        action: &'static str,
+        attempt: impl FnOnce(&mut Self) -> bool,
+        min_of: impl Fn(&Self, usize) -> Option<u64>,
+    ) -> Option<Reason> {
+        self.dry_run = Some(Vec::new());
+        let fits = attempt(self);
+        let victims = self.dry_run.take().unwrap_or_default();
+        if !fits {
+            return None;
+        }
+        let (until, job) = victims
+            .iter()
+            .filter_map(|v| Some((self.protected_until(v.job, min_of(self, v.job))?, v.job)))
+            .max()?;
+        let queue = self.jobs[job]
+            .queue
+            .as_ref()
+            .map_or(String::new(), |&q| self.policy.queues[q].name.clone());
+        Some(Reason::MinRuntime {
+            action,
+            queue,
+            remaining: until - self.now,
+        })
     }
 
     /// Whether a job may run more pods than its minimum.
@@ -205,10 +257,15 @@ impl Context<'_> {
             };
             let (slots, needed) = self.keep_unneeded(job, leaf, pending, &plan, slots, released);
             let victims: Vec<Victim> = needed.iter().map(|(v, _)| v.clone()).collect();
-            if !valid(self, &victims) {
+            let valid = valid(self, &victims);
+            if !valid || self.dry_run.is_some() {
                 self.give_back(&slots);
                 for (v, freed) in needed.into_iter().rev() {
                     self.restore(&v, &freed);
+                }
+                if let (true, Some(dry)) = (valid, self.dry_run.as_mut()) {
+                    *dry = victims;
+                    return true;
                 }
                 return false;
             }

@@ -36,7 +36,7 @@ impl Context<'_> {
     /// Returns the jobs it could not help.
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
-        for u in unplaced {
+        for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
@@ -46,43 +46,67 @@ impl Context<'_> {
                 still.push(u);
                 continue;
             }
-            let candidates = self.reclaim_candidates(leaf, &request);
-            if candidates.is_empty() {
-                still.push(u);
-                continue;
-            }
-            let for_job = self.jobs[u.job].key.clone();
-            let by_queue = self.policy.queues[leaf].name.clone();
-            let mut excluded: Vec<usize> = Vec::new();
-            let mut next = |cx: &Self, popped: &[Victim]| loop {
-                let (job, pods) = cx.next_reclaim_victim(&candidates, &excluded, popped)?;
-                let vq = *cx.jobs[job].queue.as_ref().ok()?;
-                let (mine, theirs) = cx.leveled(leaf, vq);
-                if !cx.fits_reclaim_strategy(mine, theirs, &request) {
-                    // What that side holds only shrinks as victims go: none of it can go now.
-                    excluded.push(theirs);
-                    continue;
+            if !self.try_reclaim(u.job, leaf, &request, true) {
+                // Would it have worked but for min-runtimes? Then that is the reason to give.
+                if let Some(reason) = self.min_runtime_blocks(
+                    "reclaim",
+                    |cx| cx.try_reclaim(u.job, leaf, &request, false),
+                    |cx, v| {
+                        let vq = *cx.jobs[v].queue.as_ref().ok()?;
+                        cx.reclaim_min_runtime(leaf, vq)
+                    },
+                ) {
+                    u.reason = reason;
                 }
-                let reason = EvictReason::Reclaim {
-                    for_job: for_job.clone(),
-                    by_queue: by_queue.clone(),
-                    from_queue: cx.policy.queues[vq].name.clone(),
-                };
-                return Some(Victim {
-                    job,
-                    pods,
-                    reason: Some(reason),
-                });
-            };
-            let preemptible = self.jobs[u.job].preemptible;
-            let valid = |cx: &Self, victims: &[Victim]| {
-                cx.within_boundaries(leaf, &request, preemptible, victims)
-            };
-            if !self.release_until_fit(u.job, leaf, &pending, &mut next, &valid) {
                 still.push(u);
             }
         }
         still
+    }
+
+    /// One reclaim attempt for a job; `honour_min_runtime: false` is the dry run that finds out
+    /// whether min-runtimes are what stops it.
+    fn try_reclaim(
+        &mut self,
+        job: usize,
+        leaf: usize,
+        request: &Quantities,
+        honour_min_runtime: bool,
+    ) -> bool {
+        let pending = self.gang_core(job);
+        let candidates = self.reclaim_candidates(leaf, request, honour_min_runtime);
+        if candidates.is_empty() {
+            return false;
+        }
+        let request = *request;
+        let for_job = self.jobs[job].key.clone();
+        let by_queue = self.policy.queues[leaf].name.clone();
+        let mut excluded: Vec<usize> = Vec::new();
+        let mut next = |cx: &Self, popped: &[Victim]| loop {
+            let (job, pods) = cx.next_reclaim_victim(&candidates, &excluded, popped)?;
+            let vq = *cx.jobs[job].queue.as_ref().ok()?;
+            let (mine, theirs) = cx.leveled(leaf, vq);
+            if !cx.fits_reclaim_strategy(mine, theirs, &request) {
+                // What that side holds only shrinks as victims go: none of it can go now.
+                excluded.push(theirs);
+                continue;
+            }
+            let reason = EvictReason::Reclaim {
+                for_job: for_job.clone(),
+                by_queue: by_queue.clone(),
+                from_queue: cx.policy.queues[vq].name.clone(),
+            };
+            return Some(Victim {
+                job,
+                pods,
+                reason: Some(reason),
+            });
+        };
+        let preemptible = self.jobs[job].preemptible;
+        let valid = |cx: &Self, victims: &[Victim]| {
+            cx.within_boundaries(leaf, &request, preemptible, victims)
+        };
+        self.release_until_fit(job, leaf, &pending, &mut next, &valid)
     }
 
     /// KAI's `CanReclaimResources`: the reclaimer's queue with the job stays within its fair
@@ -100,7 +124,12 @@ impl Context<'_> {
 
     /// The jobs reclaim may take from (KAI's `getReclaimVictimCandidates` with the victim
     /// filters of the proportion and min-runtime plugins).
-    fn reclaim_candidates(&self, leaf: usize, request: &Quantities) -> Vec<Candidate> {
+    fn reclaim_candidates(
+        &self,
+        leaf: usize,
+        request: &Quantities,
+        honour_min_runtime: bool,
+    ) -> Vec<Candidate> {
         (0..self.jobs.len())
             .filter(|&v| self.jobs[v].preemptible && !self.growing(v))
             .filter(|&v| !self.running(v).is_empty())
@@ -111,7 +140,7 @@ impl Context<'_> {
                     return None;
                 }
                 let min = self.reclaim_min_runtime(leaf, vq);
-                let protected = self.protected_until(v, min).is_some();
+                let protected = honour_min_runtime && self.protected_until(v, min).is_some();
                 (!protected || self.is_elastic(v)).then_some((v, protected))
             })
             .collect()

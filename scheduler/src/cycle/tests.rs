@@ -375,10 +375,15 @@ fn a_victim_inside_its_min_runtime_is_not_reclaimed() {
     };
     let r = cycle(&p, &s, 300);
     assert!(evicted(&r).is_empty(), "{:?}", evicted(&r));
-    assert!(matches!(
+    // The reason names the protection and when it ends: started at 0, 10 minutes, now 300 s.
+    assert_eq!(
         pending_reason(&r, "b/b1"),
-        Reason::NoNodeFits { .. }
-    ));
+        &Reason::MinRuntime {
+            action: "reclaim",
+            queue: "a".into(),
+            remaining: 300
+        }
+    );
     let later = cycle(&p, &s, 601);
     assert_eq!(evicted(&later).len(), 1);
 }
