@@ -25,7 +25,8 @@ fn checked(sources: &SourceSet) -> Policy {
 }
 
 /// What the config does not carry, blanked: descriptions and where things were declared (for
-/// messages only), and oversubscription (enforced by the checker).
+/// messages only), queue labels and annotations (metadata of the Queue objects), and
+/// oversubscription (enforced by the checker).
 fn scheduling_view(mut p: Policy) -> Policy {
     p.cluster.oversubscription = Oversubscription::default();
     let nowhere = || Origin {
@@ -41,6 +42,8 @@ fn scheduling_view(mut p: Policy) -> Policy {
     }
     for q in &mut p.queues {
         q.origin = nowhere();
+        q.labels.clear();
+        q.annotations.clear();
     }
     p
 }

@@ -446,8 +446,9 @@ pub fn parse(path: &str, text: &str) -> Result<(CompiledPolicy, Policy), LoadErr
 
 impl CompiledPolicy {
     /// The checked policy this config was compiled from, as far as scheduling reads it: what the
-    /// config does not carry (descriptions, where things were declared, the oversubscription
-    /// setting the checker enforces) is left empty or at its default.
+    /// config does not carry (descriptions, queue labels and annotations, where things were
+    /// declared, the oversubscription setting the checker enforces) is left empty or at its
+    /// default.
     /// Fails when the content contradicts itself (names that do not resolve, a parent declared
     /// after its child), so the cycle never sees a dangling index.
     pub fn to_policy(&self) -> Result<Policy, String> {
@@ -514,6 +515,9 @@ impl CompiledPolicy {
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.to_model(),
                 origin: nowhere(),
+                // Metadata of the Queue objects only, not in the config: scheduling never reads it.
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
             });
         }
         for (i, q) in c.queues.iter().enumerate() {
