@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use kai_policy_compiler::fairshare::usage::UsageHistory;
+use kai_scheduler::bench::Counts;
 use kai_scheduler::cycle::{self, Cycle};
 use kai_scheduler::decision::{Decision, Reason};
 use kai_scheduler::usage;
@@ -443,17 +444,28 @@ impl LoopState {
                 allocated: &result.allocated,
             },
         );
-        let count = |f: fn(&Decision) -> bool| result.decisions.iter().filter(|d| f(d)).count();
-        let binds = count(|d| matches!(d, Decision::Bind { .. }));
-        let evictions = count(|d| matches!(d, Decision::Evict { .. }));
-        let nominations = count(|d| matches!(d, Decision::Nominate { .. }));
+        let Counts {
+            bound: binds,
+            evicted: evictions,
+            nominated: nominations,
+            ..
+        } = Counts::of(&result.decisions);
         let changed =
             binds + evictions + nominations > 0 || pending.len() != lock(&shared.pending).len();
         *lock(&shared.pending) = pending;
         let pending = lock(&shared.pending).len();
         let ms = (seconds * 1000.0 * 1000.0).round() / 1000.0;
         if changed {
-            info!(at = now, binds, evictions, nominations, pending, ms, commit = %&active.commit[..12.min(active.commit.len())], "cycle");
+            info!(
+                at = now,
+                binds,
+                evictions,
+                nominations,
+                pending,
+                ms,
+                commit = active.short(),
+                "cycle"
+            );
         } else {
             debug!(at = now, pending, ms, "cycle");
         }
