@@ -483,10 +483,8 @@ impl LoopState {
             }
             for q in &previous.policy.queues {
                 if active.policy.queue(&q.name).is_none() {
-                    self.removed.insert(
-                        q.name.clone(),
-                        active.commit[..12.min(active.commit.len())].to_string(),
-                    );
+                    self.removed
+                        .insert(q.name.clone(), active.short().to_string());
                 }
             }
         }
