@@ -145,6 +145,30 @@ fn explain_says_when_a_share_is_more_than_the_cluster_has() {
 }
 
 #[test]
+fn explain_says_when_the_leftover_pass_gives_more_than_the_request() {
+    // The review's ex_over: 4.5 GPUs, offers of 2.25 each; both take 2 and remember 0.25; the
+    // last 0.5 goes to `a` (tie, declared first) although it asked for only 2.3.
+    let run = explain_policy(
+        "queue \"a\" { gpu quota=0; namespaces \"a\" }\nqueue \"b\" { gpu quota=0; namespaces \"b\" }\n",
+        Some("capacity: {gpu: 4.5}\ndemand:\n  a: {gpu: 2.3}\n  b: {gpu: 10}\n"),
+    );
+    assert!(
+        run.stdout.contains(
+            "a: 0 deserved (quota) + 2.5 over quota (weight 1 of 2 at priority 100, 4.5 GPUs left \
+             after quotas; 0.5 of it from the leftover pass); 0.2 more than its request 2.3: \
+             KAI's leftover pass gives a whole unit without cutting it to the request\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("b: 0 deserved (quota) + 2 over quota"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
 fn explain_without_capacity_says_what_it_assumed_and_how_to_declare_it() {
     let run = explain_policy(
         "queue \"a\" { gpu quota=2; namespaces \"a\" }\nqueue \"b\" { gpu quota=1; namespaces \"b\" }\n",

@@ -320,9 +320,8 @@ impl<'p> Report<'p> {
             ),
             Cap::Exhausted => format!("; nothing left to divide ({} more requested)", more(s)),
             Cap::Stopped => format!(
-                "; {} stays undivided: the over-quota rounds stop once no queue is satisfied \
-                 below its offer, and the leftover pass gives each queue at most one unit ({} \
-                 more requested)",
+                "; {} stays undivided: with past usage counted, no queue that wants more pulls \
+                 any of it, and KAI stops dividing then ({} more requested)",
                 with_unit(s.undivided, kind),
                 more(s)
             ),

@@ -24,9 +24,9 @@ fn checked(sources: &SourceSet) -> Policy {
     c.policy.expect("a policy without errors")
 }
 
-/// What the config does not carry, blanked: descriptions and where things were declared (for
-/// messages only), queue labels and annotations (metadata of the Queue objects), and
-/// oversubscription (enforced by the checker).
+/// What the config does not carry, blanked: descriptions and where priority classes, placements
+/// and queues are declared (for messages only; the config holds the policy's meaning, not its
+/// file layout), and oversubscription (enforced by the checker).
 fn scheduling_view(mut p: Policy) -> Policy {
     p.cluster.oversubscription = Oversubscription::default();
     let nowhere = || Origin {
@@ -42,8 +42,6 @@ fn scheduling_view(mut p: Policy) -> Policy {
     }
     for q in &mut p.queues {
         q.origin = nowhere();
-        q.labels.clear();
-        q.annotations.clear();
     }
     p
 }

@@ -153,6 +153,8 @@ fn build(case: &Case) -> Result<(Policy, Demand), String> {
                 file: "case".to_string(),
                 line: i + 1,
             },
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
         });
     }
     let mut demand = Demand {

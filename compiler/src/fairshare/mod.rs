@@ -55,8 +55,8 @@ pub enum Cap {
     ZeroWeight,
     /// Nothing was left to divide (higher-priority buckets or bigger shares took the rest).
     Exhausted,
-    /// The rounds ended and the leftover pass gave each owed queue its one unit, yet
-    /// `Share::undivided` stayed undivided (KAI hands it to nobody).
+    /// `Share::undivided` stayed undivided because no queue that wants more pulls any of it
+    /// (every pull `P` is 0 from past usage): KAI's rounds stop and nobody gets it.
     Stopped,
 }
 
@@ -444,16 +444,15 @@ impl Context<'_> {
             .copied()
             .filter(|&i| shares[i].fraction > 0.0)
             .collect();
+        // Remainders equal but for float noise (0.5 from an offer of 0.5 and from one of 1.5)
+        // tie, and the earlier queue goes first, as the exact arithmetic would have it.
+        let key = |i: usize| (shares[i].fraction / EPSILON).round() as i64;
         owed.sort_by(|&a, &b| {
-            shares[b]
-                .fraction
-                .total_cmp(&shares[a].fraction)
-                .then(a.cmp(&b))
-                .then_with(|| {
-                    self.policy.queues[siblings[a]]
-                        .name
-                        .cmp(&self.policy.queues[siblings[b]].name)
-                })
+            key(b).cmp(&key(a)).then(a.cmp(&b)).then_with(|| {
+                self.policy.queues[siblings[a]]
+                    .name
+                    .cmp(&self.policy.queues[siblings[b]].name)
+            })
         });
         for i in owed {
             if available <= 0 {

@@ -298,8 +298,13 @@ proptest! {
         }
     }
 
+    /// KAI's rounds are not monotone to the unit: with more weight a queue can take the whole
+    /// units of a bigger offer, stop the rounds earlier and lose a leftover tie it used to win
+    /// (16.5 GPUs for a bucket of two, one wanting 3 and one 15, and 1 more wanted below: the
+    /// second gets 13.5 at weights 1:1 but 13 at 1:5). What holds is that it never loses a
+    /// whole unit.
     #[test]
-    fn with_k_zero_more_weight_never_means_less(queues in arb_queues(), capacity in 0i64..200, pick in 0usize..8, extra in 1u32..5) {
+    fn with_k_zero_more_weight_never_costs_a_whole_unit(queues in arb_queues(), capacity in 0i64..200, pick in 0usize..8, extra in 1u32..5) {
         let pick = pick % queues.len();
         let before = run(&queues, capacity, 0.0);
         let mut heavier = queues.clone();
@@ -307,7 +312,7 @@ proptest! {
         let after = run(&heavier, capacity, 0.0);
         let name = &queues[pick].name;
         let get = |s: &[(String, Share)]| s.iter().find(|(n, _)| n == name).unwrap().1.fair_share;
-        prop_assert!(get(&after) >= get(&before), "{name}: {} → {}", get(&before), get(&after));
+        prop_assert!(get(&after) > get(&before) - 1000, "{name}: {} → {}", get(&before), get(&after));
     }
 
     #[test]
@@ -315,10 +320,10 @@ proptest! {
         let shares = run(&queues, capacity, 0.0);
         // Ties (equal fractions competing for a leftover unit) are broken by declaration order
         // on purpose, so only untied cases must agree.
-        let mut fractions: Vec<(i32, u64)> = shares
+        let mut fractions: Vec<(i32, i64)> = shares
             .iter()
             .filter(|(_, s)| s.fraction > 0.0)
-            .map(|(n, s)| (queues.iter().find(|q| &q.name == n).unwrap().priority, s.fraction.to_bits()))
+            .map(|(n, s)| (queues.iter().find(|q| &q.name == n).unwrap().priority, (s.fraction * 1e9).round() as i64))
             .collect();
         let before = fractions.len();
         fractions.sort_unstable();

@@ -196,6 +196,12 @@ pub struct QueueConfig {
     pub placement: Option<String>,
     /// Minimum runtimes (inherited through ancestors and the cluster).
     pub min_runtime: MinRuntimeConfig,
+    /// Labels of its Kubernetes object (such as KAI's `kai.scheduler/node-pool`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations of its Kubernetes object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// How a queue governs one resource; amounts in stored units, `null` meaning unlimited.
@@ -290,6 +296,8 @@ pub fn content(policy: &Policy) -> CompiledContent {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.into(),
+                labels: q.labels.clone(),
+                annotations: q.annotations.clone(),
             })
             .collect(),
         namespace_defaults,
@@ -446,9 +454,8 @@ pub fn parse(path: &str, text: &str) -> Result<(CompiledPolicy, Policy), LoadErr
 
 impl CompiledPolicy {
     /// The checked policy this config was compiled from, as far as scheduling reads it: what the
-    /// config does not carry (descriptions, queue labels and annotations, where things were
-    /// declared, the oversubscription setting the checker enforces) is left empty or at its
-    /// default.
+    /// config does not carry (descriptions, where things were declared, the oversubscription
+    /// setting the checker enforces) is left empty or at its default.
     /// Fails when the content contradicts itself (names that do not resolve, a parent declared
     /// after its child), so the cycle never sees a dangling index.
     pub fn to_policy(&self) -> Result<Policy, String> {
@@ -574,9 +581,8 @@ fn queues(c: &CompiledContent) -> Result<Vec<model::Queue>, String> {
             placement: q.placement.clone(),
             min_runtime: q.min_runtime.to_model(),
             origin: nowhere(),
-            // Metadata of the Queue objects only, not in the config: scheduling never reads it.
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
+            labels: q.labels.clone(),
+            annotations: q.annotations.clone(),
         });
     }
     for (i, q) in c.queues.iter().enumerate() {
