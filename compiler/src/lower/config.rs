@@ -454,108 +454,13 @@ pub fn parse(path: &str, text: &str) -> Result<(CompiledPolicy, Policy), LoadErr
 
 impl CompiledPolicy {
     /// The checked policy this config was compiled from, as far as scheduling reads it: what the
-    /// config does not carry (descriptions, where priority classes and placements were declared,
-    /// the oversubscription setting the checker enforces) is left empty or at its default.
+    /// config does not carry (descriptions, where things were declared, the oversubscription
+    /// setting the checker enforces) is left empty or at its default.
     /// Fails when the content contradicts itself (names that do not resolve, a parent declared
     /// after its child), so the cycle never sees a dangling index.
     pub fn to_policy(&self) -> Result<Policy, String> {
         let c = &self.content;
-        let nowhere = || model::Origin {
-            file: String::new(),
-            line: 0,
-        };
-        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut queues: Vec<model::Queue> = Vec::with_capacity(c.queues.len());
-        for (i, q) in c.queues.iter().enumerate() {
-            if index.insert(&q.name, i).is_some() {
-                return Err(format!("queue {:?} is declared twice", q.name));
-            }
-            let parent = match &q.parent {
-                None => None,
-                Some(p) => Some(*index.get(p.as_str()).ok_or_else(|| {
-                    format!(
-                        "queue {:?} names parent {p:?}, which is not declared before it",
-                        q.name
-                    )
-                })?),
-            };
-            for (what, name, known) in [
-                (
-                    "priority class",
-                    &q.default_priority_class,
-                    c.priority_classes
-                        .iter()
-                        .any(|p| Some(&p.name) == q.default_priority_class.as_ref()),
-                ),
-                (
-                    "placement",
-                    &q.placement,
-                    c.placements
-                        .iter()
-                        .any(|p| Some(&p.name) == q.placement.as_ref()),
-                ),
-            ] {
-                if let (Some(name), false) = (name, known) {
-                    return Err(format!(
-                        "queue {:?} names {what} {name:?}, which is not declared",
-                        q.name
-                    ));
-                }
-            }
-            queues.push(model::Queue {
-                name: q.name.clone(),
-                display_name: q.display_name.clone(),
-                priority: q.priority,
-                parent,
-                children: Vec::new(),
-                depth: parent.map_or(0, |p| queues[p].depth + 1),
-                resources: model::PerResource {
-                    gpu: q.gpu.map(ResourceConfig::to_model),
-                    cpu: q.cpu.map(ResourceConfig::to_model),
-                    memory: q.memory.map(ResourceConfig::to_model),
-                },
-                namespaces: model::Namespaces {
-                    defaults: q.namespaces.clone(),
-                    open_to_all: q.open_to_all_namespaces,
-                },
-                default_priority_class: q.default_priority_class.clone(),
-                placement: q.placement.clone(),
-                min_runtime: q.min_runtime.to_model(),
-                labels: q.labels.clone(),
-                annotations: q.annotations.clone(),
-                origin: nowhere(),
-            });
-        }
-        for (i, q) in c.queues.iter().enumerate() {
-            for child in &q.children {
-                let &ci = index.get(child.as_str()).ok_or_else(|| {
-                    format!(
-                        "queue {:?} names child {child:?}, which is not declared",
-                        q.name
-                    )
-                })?;
-                if queues[ci].parent != Some(i) {
-                    return Err(format!(
-                        "queue {:?} lists child {child:?}, whose parent is another queue",
-                        q.name
-                    ));
-                }
-                queues[i].children.push(ci);
-            }
-        }
-        if let Some(q) = queues.iter().find(|q| {
-            q.parent.is_some_and(|p| {
-                !queues[p]
-                    .children
-                    .iter()
-                    .any(|&ci| queues[ci].name == q.name)
-            })
-        }) {
-            return Err(format!(
-                "queue {:?} is missing from its parent's children",
-                q.name
-            ));
-        }
+        let queues = queues(c)?;
         let cl = &c.cluster;
         Ok(Policy {
             cluster: model::Cluster {
@@ -605,6 +510,112 @@ impl CompiledPolicy {
             queues,
         })
     }
+}
+
+/// Where a loaded item was declared: the config does not say.
+fn nowhere() -> model::Origin {
+    model::Origin {
+        file: String::new(),
+        line: 0,
+    }
+}
+
+/// The config's queues as the model has them (indexes for names), checking that every name
+/// resolves and that parents come before their children.
+fn queues(c: &CompiledContent) -> Result<Vec<model::Queue>, String> {
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut queues: Vec<model::Queue> = Vec::with_capacity(c.queues.len());
+    for (i, q) in c.queues.iter().enumerate() {
+        if index.insert(&q.name, i).is_some() {
+            return Err(format!("queue {:?} is declared twice", q.name));
+        }
+        let parent = match &q.parent {
+            None => None,
+            Some(p) => Some(*index.get(p.as_str()).ok_or_else(|| {
+                format!(
+                    "queue {:?} names parent {p:?}, which is not declared before it",
+                    q.name
+                )
+            })?),
+        };
+        for (what, name, known) in [
+            (
+                "priority class",
+                &q.default_priority_class,
+                c.priority_classes
+                    .iter()
+                    .any(|p| Some(&p.name) == q.default_priority_class.as_ref()),
+            ),
+            (
+                "placement",
+                &q.placement,
+                c.placements
+                    .iter()
+                    .any(|p| Some(&p.name) == q.placement.as_ref()),
+            ),
+        ] {
+            if let (Some(name), false) = (name, known) {
+                return Err(format!(
+                    "queue {:?} names {what} {name:?}, which is not declared",
+                    q.name
+                ));
+            }
+        }
+        queues.push(model::Queue {
+            name: q.name.clone(),
+            display_name: q.display_name.clone(),
+            priority: q.priority,
+            parent,
+            children: Vec::new(),
+            depth: parent.map_or(0, |p| queues[p].depth + 1),
+            resources: model::PerResource {
+                gpu: q.gpu.map(ResourceConfig::to_model),
+                cpu: q.cpu.map(ResourceConfig::to_model),
+                memory: q.memory.map(ResourceConfig::to_model),
+            },
+            namespaces: model::Namespaces {
+                defaults: q.namespaces.clone(),
+                open_to_all: q.open_to_all_namespaces,
+            },
+            default_priority_class: q.default_priority_class.clone(),
+            placement: q.placement.clone(),
+            min_runtime: q.min_runtime.to_model(),
+            origin: nowhere(),
+            labels: q.labels.clone(),
+            annotations: q.annotations.clone(),
+        });
+    }
+    for (i, q) in c.queues.iter().enumerate() {
+        for child in &q.children {
+            let &ci = index.get(child.as_str()).ok_or_else(|| {
+                format!(
+                    "queue {:?} names child {child:?}, which is not declared",
+                    q.name
+                )
+            })?;
+            if queues[ci].parent != Some(i) {
+                return Err(format!(
+                    "queue {:?} lists child {child:?}, whose parent is another queue",
+                    q.name
+                ));
+            }
+            queues[i].children.push(ci);
+        }
+    }
+    if let Some(q) = queues.iter().find(|q| {
+        q.parent.is_some_and(|p| {
+            !queues[p]
+                .children
+                .iter()
+                .any(|&ci| queues[ci].name == q.name)
+        })
+    }) {
+        return Err(format!(
+            "queue {:?} is missing from its parent's children",
+            q.name
+        ));
+    }
+    Ok(queues)
 }
 
 impl From<Strategy> for model::Strategy {

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use kai_policy_compiler::fairshare::usage::UsageHistory;
+use kai_scheduler::bench::Counts;
 use kai_scheduler::cycle::{self, Cycle};
 use kai_scheduler::decision::{Decision, Reason};
 use kai_scheduler::usage;
@@ -419,18 +420,6 @@ impl LoopState {
         });
         let seconds = started.elapsed().as_secs_f64();
         usage::record(&mut self.history, &snapshot, policy, &result.allocated, now);
-        // The cycle does not yet treat a terminating pod as releasing (KAI's `Releasing` status)
-        // and names it as a victim again; it is already going, so that eviction is dropped.
-        let terminating: std::collections::HashSet<String> = snapshot
-            .pods
-            .iter()
-            .filter(|p| p.terminating)
-            .map(|p| p.key())
-            .collect();
-        let mut result = result;
-        result
-            .decisions
-            .retain(|d| !matches!(d, Decision::Evict { pod, .. } if terminating.contains(pod)));
         backend.apply(&result.decisions, now)?;
 
         let pending: Vec<PendingJob> = result
@@ -455,17 +444,28 @@ impl LoopState {
                 allocated: &result.allocated,
             },
         );
-        let count = |f: fn(&Decision) -> bool| result.decisions.iter().filter(|d| f(d)).count();
-        let binds = count(|d| matches!(d, Decision::Bind { .. }));
-        let evictions = count(|d| matches!(d, Decision::Evict { .. }));
-        let nominations = count(|d| matches!(d, Decision::Nominate { .. }));
+        let Counts {
+            bound: binds,
+            evicted: evictions,
+            nominated: nominations,
+            ..
+        } = Counts::of(&result.decisions);
         let changed =
             binds + evictions + nominations > 0 || pending.len() != lock(&shared.pending).len();
         *lock(&shared.pending) = pending;
         let pending = lock(&shared.pending).len();
         let ms = (seconds * 1000.0 * 1000.0).round() / 1000.0;
         if changed {
-            info!(at = now, binds, evictions, nominations, pending, ms, commit = %&active.commit[..12.min(active.commit.len())], "cycle");
+            info!(
+                at = now,
+                binds,
+                evictions,
+                nominations,
+                pending,
+                ms,
+                commit = active.short(),
+                "cycle"
+            );
         } else {
             debug!(at = now, pending, ms, "cycle");
         }
@@ -483,10 +483,8 @@ impl LoopState {
             }
             for q in &previous.policy.queues {
                 if active.policy.queue(&q.name).is_none() {
-                    self.removed.insert(
-                        q.name.clone(),
-                        active.commit[..12.min(active.commit.len())].to_string(),
-                    );
+                    self.removed
+                        .insert(q.name.clone(), active.short().to_string());
                 }
             }
         }

@@ -75,6 +75,13 @@ pub struct Active {
     pub loaded_at: SystemTime,
 }
 
+impl Active {
+    /// The commit's first 12 hex digits, as logs and reasons name it.
+    pub fn short(&self) -> &str {
+        &self.commit[..12.min(self.commit.len())]
+    }
+}
+
 /// A tip that did not compile.
 #[derive(Debug, Clone)]
 pub struct Rejected {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use git2::{Repository, RepositoryInitOptions, Signature};
 use kai_policy_compiler::check::check;
 use kai_policy_compiler::lower::{CompiledPolicy, SourceInfo};
-use kai_policy_compiler::source::{SourceFile, SourceSet, load_dir};
+use kai_policy_compiler::source::load_dir;
 use kai_scheduler_daemon::follow::{Credentials, FollowOptions, Follower, Origin, Outcome};
 
 fn example_policy() -> PathBuf {
@@ -61,16 +61,10 @@ fn write(dir: &Path, path: &str, text: &str) {
     std::fs::write(file, text).unwrap();
 }
 
-/// The digest `kai-policy build policies` gives the policy folder as it is in the work tree now,
-/// run from the repository root (files named `policies/…`, as the follower names them).
+/// The digest `kai-policy build` gives the policy folder as it is in the work tree now.
 fn digest_of(dir: &Path) -> String {
     let (sources, early) = load_dir(&dir.join("policies")).unwrap();
-    let prefix = format!("{}/", dir.display());
-    let relative: Vec<SourceFile> = sources
-        .iter()
-        .map(|(_, f)| SourceFile::new(f.path.strip_prefix(&prefix).unwrap(), f.text.clone()))
-        .collect();
-    let checked = check(&SourceSet::new(relative), early);
+    let checked = check(&sources, early);
     assert!(!checked.has_errors());
     CompiledPolicy::new(&checked.policy.unwrap(), SourceInfo::default()).digest
 }
