@@ -161,6 +161,22 @@ pub fn parse_cluster(
     for (d, document) in documents.into_iter().enumerate() {
         flatten(document, &format!("document {}", d + 1), &mut raw);
     }
+    read_objects(file, raw, options)
+}
+
+/// Reads Kubernetes objects already parsed (each with where it came from, for errors) into a
+/// snapshot: the part of [`parse_cluster`] after the YAML, which the Kubernetes backend calls
+/// with the objects of its watch caches.
+pub fn read_objects(
+    file: &str,
+    raw: Vec<(String, Value)>,
+    options: &Options,
+) -> Result<ClusterFile, IngestError> {
+    let error = |object: Option<String>, message: String| IngestError {
+        file: file.to_string(),
+        object,
+        message,
+    };
     let mut notes = Vec::new();
     let mut objects = Vec::new();
     let mut seen = BTreeSet::new();
