@@ -3,8 +3,8 @@
 //! pods the same way.
 //!
 //! Two things differ from a file:
-//! - **One bad object does not stop scheduling.** Each object is read on its own; one that
-//!   cannot be read is left out and reported. A *bound* pod that cannot be read still holds
+//! - **One bad object does not stop scheduling.** One that cannot be read is left out and
+//!   reported, and the rest are read without it. A *bound* pod that cannot be read still holds
 //!   resources on its node, which the snapshot cannot count, so that node takes no new pods
 //!   (it is marked unschedulable in the snapshot) until the pod is fixed or gone.
 //! - **Calls in flight are assumed.** A bind or eviction the API server accepted may not be in
@@ -58,55 +58,61 @@ pub fn clock(t: Timestamp) -> Time {
 }
 
 /// Reads the cluster's objects. `options.origin` is replaced by the Unix epoch.
+///
+/// All objects are read in one pass, as a cluster file is (pods are grouped by their owners
+/// there). When the pass fails on one object, that object is left out, named in `problems`, and
+/// the pass runs again without it.
 pub fn read(objects: &Objects, options: &Options) -> Read {
     let options = Options {
         origin: Some(Timestamp::UNIX_EPOCH),
         ..options.clone()
     };
-    let mut out = Read::default();
-    let mut blocked_nodes = BTreeSet::new();
-    let mut one = |kind: &str, object: Value, bound_to: Option<String>| {
-        let label = format!("{kind} {}", name_of(&object));
-        match ingest::read_objects("cluster", vec![(label.clone(), object)], &options) {
-            Ok(file) => {
-                let s = file.snapshot;
-                out.snapshot.nodes.extend(s.nodes);
-                out.snapshot.pods.extend(s.pods);
-                out.snapshot.groups.extend(s.groups);
-                out.notes.extend(file.notes);
-            }
-            Err(e) => {
-                let object = e.object.unwrap_or(label);
-                match bound_to {
-                    Some(node) => {
-                        out.problems.push(format!(
-                            "{object}: {}; node {node} takes no new pods until it is fixed",
-                            e.message
-                        ));
-                        blocked_nodes.insert(node);
-                    }
-                    None => out.problems.push(format!("{object}: {}", e.message)),
-                }
-            }
-        }
-    };
+    // Each object as JSON, its label as ingest names it, and the node of a bound pod.
+    let mut all: Vec<(String, Value, Option<String>)> = Vec::new();
     for node in &objects.nodes {
-        one("Node", typed("v1", "Node", node.as_ref()), None);
+        all.push(entry("Node", typed("v1", "Node", node.as_ref()), None));
     }
     for pod in &objects.pods {
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-        one(
-            "Pod",
-            typed("v1", "Pod", pod.as_ref()),
-            node.filter(|n| !n.is_empty()),
-        );
+        let value = typed("v1", "Pod", pod.as_ref());
+        all.push(entry("Pod", value, node.filter(|n| !n.is_empty())));
     }
     for group in &objects.groups {
-        one(
-            "PodGroup",
-            typed("scheduling.run.ai/v2alpha2", "PodGroup", group.as_ref()),
-            None,
-        );
+        let value = typed("scheduling.run.ai/v2alpha2", "PodGroup", group.as_ref());
+        all.push(entry("PodGroup", value, None));
+    }
+    let mut out = Read::default();
+    let mut blocked_nodes = BTreeSet::new();
+    loop {
+        let raw = all.iter().map(|(l, v, _)| (l.clone(), v.clone())).collect();
+        let error = match ingest::read_objects("cluster", raw, &options) {
+            Ok(file) => {
+                out.snapshot = file.snapshot;
+                out.notes = file.notes;
+                break;
+            }
+            Err(e) => e,
+        };
+        let at = error
+            .object
+            .as_ref()
+            .and_then(|o| all.iter().position(|(label, _, _)| label == o));
+        let Some(at) = at else {
+            // Not one object's fault: nothing can be read this cycle.
+            out.problems.push(error.to_string());
+            break;
+        };
+        let (label, _, bound_to) = all.remove(at);
+        match bound_to {
+            Some(node) => {
+                out.problems.push(format!(
+                    "{label}: {}; node {node} takes no new pods until it is fixed",
+                    error.message
+                ));
+                blocked_nodes.insert(node);
+            }
+            None => out.problems.push(format!("{label}: {}", error.message)),
+        }
     }
     for node in &mut out.snapshot.nodes {
         if blocked_nodes.contains(&node.name) {
@@ -114,6 +120,17 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
         }
     }
     out
+}
+
+/// An object with the label ingest gives it in errors (`Kind namespace/name`, `Node name`).
+fn entry(kind: &str, value: Value, bound_to: Option<String>) -> (String, Value, Option<String>) {
+    let meta = &value["metadata"];
+    let name = meta["name"].as_str().unwrap_or("");
+    let label = match meta["namespace"].as_str() {
+        Some(ns) if kind != "Node" => format!("{kind} {ns}/{name}"),
+        _ => format!("{kind} {name}"),
+    };
+    (label, value, bound_to)
 }
 
 /// An object as JSON with its apiVersion and kind (the watch gives typed objects, whose
@@ -125,15 +142,6 @@ fn typed(api_version: &str, kind: &str, object: &impl Serialize) -> Value {
         map.insert("kind".into(), kind.into());
     }
     value
-}
-
-fn name_of(object: &Value) -> String {
-    let meta = &object["metadata"];
-    match (meta["namespace"].as_str(), meta["name"].as_str()) {
-        (Some(ns), Some(n)) => format!("{ns}/{n}"),
-        (None, Some(n)) => n.to_string(),
-        _ => "(no name)".into(),
-    }
 }
 
 /// Binds and evictions the API server accepted that the caches may not show yet.

@@ -124,18 +124,21 @@ fn other_schedulers_pods_hold_capacity_but_are_never_ours_to_place() {
 }
 
 #[test]
-fn a_pending_pod_that_cannot_be_read_is_left_out_and_named() {
+fn pending_pods_that_cannot_be_read_are_left_out_and_named() {
     let objects = Objects {
         nodes: vec![node("n1", 8)],
         pods: vec![
             pod("bad", None, "kai-scheduler", "half"),
             pod("good", None, "kai-scheduler", "1"),
+            pod("worse", None, "kai-scheduler", "0.5"),
         ],
         groups: vec![],
     };
     let read = read(&objects, &options());
-    assert_eq!(read.snapshot.pods.len(), 1);
-    assert_eq!(read.problems.len(), 1);
+    let keys: Vec<String> = read.snapshot.pods.iter().map(|p| p.key()).collect();
+    assert_eq!(keys, ["team-a/good"]);
+    assert_eq!(read.problems.len(), 2, "{:?}", read.problems);
+    assert!(read.problems[1].starts_with("Pod team-a/worse: "));
     assert!(
         read.problems[0]
             .starts_with("Pod team-a/bad: container c: resources.limits.nvidia.com/gpu"),
