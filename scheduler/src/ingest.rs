@@ -150,13 +150,11 @@ pub fn parse_cluster(
     text: &str,
     options: &Options,
 ) -> Result<ClusterFile, IngestError> {
-    let error = |object: Option<String>, message: String| IngestError {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| IngestError {
         file: file.to_string(),
-        object,
-        message,
-    };
-    let documents: Vec<Value> = serde_saphyr::from_multiple(text)
-        .map_err(|e| error(None, format!("not valid YAML: {e}")))?;
+        object: None,
+        message: format!("not valid YAML: {e}"),
+    })?;
     let mut raw = Vec::new();
     for (d, document) in documents.into_iter().enumerate() {
         flatten(document, &format!("document {}", d + 1), &mut raw);

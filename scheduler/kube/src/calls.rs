@@ -219,25 +219,8 @@ pub fn plan(decisions: &[Decision], cx: &Context, reported: &mut Reported) -> Ve
                 }
             }
             Decision::Pending { job, pods, reason } => {
-                let message = reason.to_string();
-                let changed: Vec<&String> = pods
-                    .iter()
-                    .filter(|p| reported.pending.get(*p) != Some(&message))
-                    .collect();
                 still_pending.extend(pods.iter().cloned());
-                for pod in changed {
-                    if events.len() >= EVENTS_PER_CYCLE {
-                        break;
-                    }
-                    reported.pending.insert(pod.clone(), message.clone());
-                    events.push(Note::pod(pod, "Warning", "Unschedulable", message.clone()));
-                    let (namespace, name) = split(pod);
-                    calls.push(Call::PodCondition {
-                        namespace: namespace.into(),
-                        pod: name.into(),
-                        patch: pod_scheduled_false(&message),
-                    });
-                }
+                tell_pending(pods, reason, reported, &mut calls, &mut events);
                 if let Some(status) = cx.group_status.get(job)
                     && let Some(patch) = group_condition_patch(status, reason, cx.now)
                 {
@@ -262,6 +245,34 @@ pub fn plan(decisions: &[Decision], cx: &Context, reported: &mut Reported) -> Ve
             .map(|(i, note)| note.into_call(cx, i)),
     );
     calls
+}
+
+/// For each pod whose reason changed (while the cycle's events have room): an `Unschedulable`
+/// event and the `PodScheduled=False` condition.
+fn tell_pending(
+    pods: &[String],
+    reason: &Reason,
+    reported: &mut Reported,
+    calls: &mut Vec<Call>,
+    events: &mut Vec<Note>,
+) {
+    let message = reason.to_string();
+    for pod in pods {
+        if reported.pending.get(pod) == Some(&message) {
+            continue;
+        }
+        if events.len() >= EVENTS_PER_CYCLE {
+            break;
+        }
+        reported.pending.insert(pod.clone(), message.clone());
+        events.push(Note::pod(pod, "Warning", "Unschedulable", message.clone()));
+        let (namespace, name) = split(pod);
+        calls.push(Call::PodCondition {
+            namespace: namespace.into(),
+            pod: name.into(),
+            patch: pod_scheduled_false(&message),
+        });
+    }
 }
 
 /// The `pods/binding` call.

@@ -171,20 +171,16 @@ impl Sender {
                 pod,
                 binding,
             } => {
-                let pods: Api<Pod> = Api::namespaced(client, &namespace);
-                pods.create_subresource::<_, Value>("binding", &pod, &post, &binding)
-                    .await
-                    .map(drop)
+                let body = serde_json::to_value(&binding).map_err(kube::Error::SerdeError)?;
+                create_pod_subresource(client, &namespace, &pod, "binding", body).await
             }
             Call::Evict {
                 namespace,
                 pod,
                 eviction,
             } => {
-                let pods: Api<Pod> = Api::namespaced(client, &namespace);
-                pods.create_subresource::<_, Value>("eviction", &pod, &post, &eviction)
-                    .await
-                    .map(drop)
+                let body = serde_json::to_value(&eviction).map_err(kube::Error::SerdeError)?;
+                create_pod_subresource(client, &namespace, &pod, "eviction", body).await
             }
             Call::PodCondition {
                 namespace,
@@ -220,6 +216,21 @@ impl Sender {
             }
         }
     }
+}
+
+/// `POST` to a pod's subresource (`binding`, `eviction`); the answer's body is not needed.
+async fn create_pod_subresource(
+    client: kube::Client,
+    namespace: &str,
+    pod: &str,
+    subresource: &str,
+    body: Value,
+) -> Result<(), kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    let post = PostParams::default();
+    pods.create_subresource::<_, Value>(subresource, pod, &post, &body)
+        .await
+        .map(drop)
 }
 
 /// Sorts an answer into an [`Outcome`].

@@ -91,6 +91,15 @@ fn gang_incomplete() -> Reason {
     }
 }
 
+/// A pod without a group (its own job) pending for an incomplete gang.
+fn alone_waiting(pod: &str) -> Decision {
+    Decision::Pending {
+        job: pod.into(),
+        pods: vec![pod.into()],
+        reason: gang_incomplete(),
+    }
+}
+
 #[test]
 fn a_bind_is_a_binding_of_the_pod_to_its_node() {
     let world = World::new(vec![pod("team-a/p0", None, 30)], &[]);
@@ -222,11 +231,7 @@ fn a_pending_pod_is_told_why_once_until_the_reason_changes() {
 #[test]
 fn a_pod_that_waits_again_after_binding_is_told_again() {
     let world = World::new(vec![pod("ns/p", None, 30)], &[]);
-    let pending = Decision::Pending {
-        job: "ns/p".into(),
-        pods: vec!["ns/p".into()],
-        reason: gang_incomplete(),
-    };
+    let pending = alone_waiting("ns/p");
     let mut reported = Reported::default();
     assert_eq!(
         world
@@ -242,11 +247,7 @@ fn a_pod_that_waits_again_after_binding_is_told_again() {
 #[test]
 fn a_failed_event_is_sent_again_next_cycle() {
     let world = World::new(vec![pod("ns/p", None, 30)], &[]);
-    let pending = Decision::Pending {
-        job: "ns/p".into(),
-        pods: vec!["ns/p".into()],
-        reason: gang_incomplete(),
-    };
+    let pending = alone_waiting("ns/p");
     let mut reported = Reported::default();
     let calls = world.plan(std::slice::from_ref(&pending), &mut reported);
     let sent: Vec<Sent> = calls
@@ -265,13 +266,7 @@ fn events_per_cycle_are_bounded_and_the_rest_follow_next_cycle() {
     let n = EVENTS_PER_CYCLE + 50;
     let pods: Vec<Pod> = (0..n).map(|i| pod(&format!("ns/p{i}"), None, 30)).collect();
     let world = World::new(pods, &[]);
-    let decisions: Vec<Decision> = (0..n)
-        .map(|i| Decision::Pending {
-            job: format!("ns/p{i}"),
-            pods: vec![format!("ns/p{i}")],
-            reason: gang_incomplete(),
-        })
-        .collect();
+    let decisions: Vec<Decision> = (0..n).map(|i| alone_waiting(&format!("ns/p{i}"))).collect();
     let mut reported = Reported::default();
     let events = |calls: &[Call]| {
         calls

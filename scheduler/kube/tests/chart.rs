@@ -108,10 +108,33 @@ fn rbac_has_no_wildcard_and_binds_no_built_in_role() {
 }
 
 #[test]
-fn every_call_names_a_permission_of_the_list() {
-    use kai_scheduler_kube::calls;
+fn every_kind_of_call_needs_a_permission_of_the_list() {
+    use kai_scheduler_kube::calls::{self, Call};
     let list: BTreeSet<_> = access::ALL.iter().map(key).collect();
-    for call in [calls::bind("ns/p", "n"), calls::evict("ns/p", 30)] {
+    let patch = serde_json::json!({});
+    let every = [
+        calls::bind("ns/p", "n"),
+        calls::evict("ns/p", 30),
+        Call::PodCondition {
+            namespace: "ns".into(),
+            pod: "p".into(),
+            patch: patch.clone(),
+        },
+        Call::PodGroupStatus {
+            namespace: "ns".into(),
+            name: "g".into(),
+            patch: patch.clone(),
+        },
+        Call::QueueStatus {
+            name: "q".into(),
+            patch,
+        },
+        Call::Event {
+            namespace: "ns".into(),
+            event: Box::default(),
+        },
+    ];
+    for call in every {
         assert!(list.contains(&key(&call.access())), "{}", call.describe());
     }
 }
