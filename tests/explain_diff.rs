@@ -104,6 +104,128 @@ fn a_scenario_that_does_not_fit_the_policy_is_refused_with_where_and_why() {
     );
 }
 
+/// Runs `explain` on one policy file (and a scenario, when given) in a fresh folder.
+fn explain_policy(policy: &str, scenario: Option<&str>) -> Run {
+    let dir = temp();
+    let mut files = vec![("policies/p.kdl", policy)];
+    files.extend(scenario.map(|s| ("s.yaml", s)));
+    write_files(dir.path(), &files);
+    let mut args = vec!["explain"];
+    if scenario.is_some() {
+        args.extend(["--scenario", "s.yaml"]);
+    }
+    let run = kai_policy(dir.path(), &args);
+    assert_eq!(run.status, 0, "{run:?}");
+    run
+}
+
+#[test]
+fn explain_says_when_a_share_is_more_than_the_cluster_has() {
+    // KAI keeps a finite quota in full (`setDeservedResource`): 10 of a cluster of 8.
+    let run = explain_policy(
+        "cluster \"c\" { oversubscription \"allow\" }\n\
+         queue \"a\" { gpu quota=10; queue \"a1\" { namespaces \"a1\" } }\n\
+         queue \"b\" { gpu quota=0; namespaces \"b\" }\n",
+        Some("capacity: {gpu: 8}\ndemand:\n  a1: {gpu: 10}\n  b: {gpu: 4}\n"),
+    );
+    assert!(
+        run.stdout.contains(
+            "a: 10 deserved (request); that is more than the cluster's 8: the quotas here add up \
+             to more than there is"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("b: 0 deserved (quota); nothing left to divide (4 more requested)"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn explain_says_when_the_leftover_pass_gives_more_than_the_request() {
+    // The review's ex_over: 4.5 GPUs, offers of 2.25 each; both take 2 and remember 0.25; the
+    // last 0.5 goes to `a` (tie, declared first) although it asked for only 2.3.
+    let run = explain_policy(
+        "queue \"a\" { gpu quota=0; namespaces \"a\" }\nqueue \"b\" { gpu quota=0; namespaces \"b\" }\n",
+        Some("capacity: {gpu: 4.5}\ndemand:\n  a: {gpu: 2.3}\n  b: {gpu: 10}\n"),
+    );
+    assert!(
+        run.stdout.contains(
+            "a: 0 deserved (quota) + 2.5 over quota (weight 1 of 2 at priority 100, 4.5 GPUs left \
+             after quotas; 0.5 of it from the leftover pass); 0.2 more than its request 2.3: \
+             KAI's leftover pass gives a whole unit without cutting it to the request\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("b: 0 deserved (quota) + 2 over quota"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn explain_without_capacity_says_what_it_assumed_and_how_to_declare_it() {
+    let run = explain_policy(
+        "queue \"a\" { gpu quota=2; namespaces \"a\" }\nqueue \"b\" { gpu quota=1; namespaces \"b\" }\n",
+        None,
+    );
+    assert!(
+        run.stdout.starts_with(
+            "note: no gpu capacity is declared: assumed 0 GPUs, what the top-level queues ask \
+             for, so every share is 0; declare it with `capacity gpu=…` in the `cluster` block, \
+             or `capacity: {gpu: …}` in a scenario file (--scenario)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    // With demand but still no capacity, the assumed total is what the queues ask for.
+    let run = explain_policy(
+        "queue \"a\" { gpu quota=2; namespaces \"a\" }\nqueue \"b\" { gpu quota=1; namespaces \"b\" }\n",
+        Some("demand:\n  a: {gpu: 3}\n  b: {gpu: 1}\n"),
+    );
+    assert!(
+        run.stdout
+            .starts_with("note: no gpu capacity is declared: assumed 4 GPUs, what the top-level queues ask for; declare it"),
+        "{}",
+        run.stdout
+    );
+    let declared = explain_policy(
+        "cluster \"c\" { capacity gpu=4; }\nqueue \"a\" { gpu quota=2; namespaces \"a\" }\n",
+        None,
+    );
+    assert!(!declared.stdout.contains("note:"), "{}", declared.stdout);
+}
+
+#[test]
+fn explain_says_a_resource_is_not_governed_instead_of_giving_each_child_the_whole_parent() {
+    // Neither child governs CPU: each may take up to all of its parent's share (KAI reads no
+    // quota as unlimited), which is not a division between them.
+    let run = explain_policy(
+        "queue \"p\" { cpu quota=8; queue \"x\" { namespaces \"x\" }; queue \"y\" { namespaces \"y\" } }\n",
+        Some("capacity: {cpu: 8}\ndemand:\n  x: {cpu: 8}\n  y: {cpu: 8}\n"),
+    );
+    for child in ["x", "y"] {
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{child} (cpu): ")))
+            .unwrap_or_else(|| panic!("{}", run.stdout));
+        assert!(
+            line.contains(
+                "8 deserved (not governed at this queue: unlimited, so it may take up to all of \
+                 p's share of 8 whatever its siblings take; a `cpu quota=…` here divides it among them)"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("all of its parent's share"), "{line}");
+    }
+}
+
 /// The example policy in a fresh Git repository, with one commit.
 fn repo_with_example() -> tempfile::TempDir {
     let dir = temp();
@@ -287,4 +409,292 @@ fn diff_outside_git_or_with_an_unknown_revision_exits_2() {
         "{}",
         run.stderr
     );
+}
+
+/// One edit a pull request might make that changes where or whether pods run, and what `diff`
+/// must say about it: a phrase of the one-line plan, a table row (`row`: its old → new), and that row in JSON.
+struct SchedulingEdit {
+    edits: &'static [(&'static str, &'static str, &'static str)],
+    plan: &'static str,
+    subject: &'static str,
+    name: &'static str,
+    what: &'static str,
+    old: Value,
+    new: Value,
+    row: &'static str,
+}
+
+fn scheduling_edits() -> Vec<SchedulingEdit> {
+    use serde_json::json;
+    const LLM: &str = "policies/teams/llm.kdl";
+    const CLUSTER: &str = "policies/cluster.kdl";
+    vec![
+        SchedulingEdit {
+            edits: &[
+                (
+                    LLM,
+                    "namespaces \"research-llm\" \"research-llm-dev\"",
+                    "namespaces \"research-llm\"",
+                ),
+                (
+                    "policies/teams/vision.kdl",
+                    "namespaces \"research-vision\"",
+                    "namespaces \"research-vision\" \"research-llm-dev\"",
+                ),
+            ],
+            plan: "0 queues changed, 0 added, 0 removed; namespace research-llm-dev moves from llm-team to vision-team",
+            subject: "namespace",
+            name: "research-llm-dev",
+            what: "queue",
+            old: json!("llm-team"),
+            new: json!("vision-team"),
+            row: "llm-team → vision-team",
+        },
+        SchedulingEdit {
+            edits: &[(
+                "policies/teams/inference.kdl",
+                "placement \"inference-spread\"",
+                "placement \"training-pack\"",
+            )],
+            plan: "1 queue changed, 0 added, 0 removed",
+            subject: "queue",
+            name: "inference",
+            what: "placement",
+            old: json!("inference-spread"),
+            new: json!("training-pack"),
+            row: "inference-spread → training-pack",
+        },
+        SchedulingEdit {
+            edits: &[(
+                "policies/teams/analytics.kdl",
+                "default-priority-class \"interactive\"",
+                "default-priority-class \"background-training\"",
+            )],
+            plan: "1 queue changed, 0 added, 0 removed",
+            subject: "queue",
+            name: "analytics",
+            what: "default priority class",
+            old: json!("interactive"),
+            new: json!("background-training"),
+            row: "interactive → background-training",
+        },
+        SchedulingEdit {
+            edits: &[(
+                CLUSTER,
+                "value=1000 preemptible=#false",
+                "value=1000 preemptible=#true",
+            )],
+            plan: "0 queues changed, 0 added, 0 removed; priority class production-inference preemptible changed",
+            subject: "priority-class",
+            name: "production-inference",
+            what: "preemptible",
+            old: json!(false),
+            new: json!(true),
+            row: "no → yes",
+        },
+        SchedulingEdit {
+            edits: &[(
+                CLUSTER,
+                "value=100 preemptible=#true",
+                "value=150 preemptible=#true",
+            )],
+            plan: "0 queues changed, 0 added, 0 removed; priority class background-training value changed",
+            subject: "priority-class",
+            name: "background-training",
+            what: "value",
+            old: json!(100),
+            new: json!(150),
+            row: "100 → 150",
+        },
+        SchedulingEdit {
+            edits: &[(CLUSTER, "fairness k=1.0", "fairness k=0.5")],
+            plan: "; cluster fairness k changed",
+            subject: "cluster",
+            name: "",
+            what: "fairness k",
+            old: json!(1),
+            new: json!(0.5),
+            row: "1 → 0.5",
+        },
+        SchedulingEdit {
+            edits: &[(
+                CLUSTER,
+                "min-runtime preempt=\"5m\"",
+                "min-runtime preempt=\"10m\"",
+            )],
+            plan: "; cluster preempt min-runtime changed",
+            subject: "cluster",
+            name: "",
+            what: "preempt min-runtime",
+            old: json!(300),
+            new: json!(600),
+            row: "5m → 10m",
+        },
+        SchedulingEdit {
+            edits: &[(
+                CLUSTER,
+                "oversubscription \"error\"",
+                "oversubscription \"warn\"",
+            )],
+            plan: "0 queues changed, 0 added, 0 removed; cluster oversubscription changed",
+            subject: "cluster",
+            name: "",
+            what: "oversubscription",
+            old: json!("error"),
+            new: json!("warn"),
+            row: "error → warn",
+        },
+        SchedulingEdit {
+            edits: &[(
+                CLUSTER,
+                "scheduler-name \"kai-scheduler\"",
+                "scheduler-name \"gpu-scheduler\"",
+            )],
+            plan: "0 queues changed, 0 added, 0 removed; cluster scheduler name changed",
+            subject: "cluster",
+            name: "",
+            what: "scheduler name",
+            old: json!("kai-scheduler"),
+            new: json!("gpu-scheduler"),
+            row: "kai-scheduler → gpu-scheduler",
+        },
+        SchedulingEdit {
+            edits: &[(
+                CLUSTER,
+                "queue-label \"kai.scheduler/queue\"",
+                "queue-label \"team\"",
+            )],
+            plan: "0 queues changed, 0 added, 0 removed; cluster queue label changed",
+            subject: "cluster",
+            name: "",
+            what: "queue label",
+            old: json!("kai.scheduler/queue"),
+            new: json!("team"),
+            row: "kai.scheduler/queue → team",
+        },
+        SchedulingEdit {
+            edits: &[(CLUSTER, "placement gpu=binpack", "placement gpu=spread")],
+            plan: "0 queues changed, 0 added, 0 removed; cluster gpu placement changed",
+            subject: "cluster",
+            name: "",
+            what: "gpu placement",
+            old: json!("binpack"),
+            new: json!("spread"),
+            row: "binpack → spread",
+        },
+        SchedulingEdit {
+            edits: &[(CLUSTER, "max-gpus-per-node 2", "max-gpus-per-node 4")],
+            plan: "0 queues changed, 0 added, 0 removed; placement inference-spread max-gpus-per-node changed",
+            subject: "placement",
+            name: "inference-spread",
+            what: "max-gpus-per-node",
+            old: json!(2),
+            new: json!(4),
+            row: "2 → 4",
+        },
+        SchedulingEdit {
+            edits: &[(
+                CLUSTER,
+                "required=\"nvidia.com/gpu.clique\"",
+                "required=\"kubernetes.io/hostname\"",
+            )],
+            plan: "; placement training-pack topology required changed",
+            subject: "placement",
+            name: "training-pack",
+            what: "topology required",
+            old: json!("nvidia.com/gpu.clique"),
+            new: json!("kubernetes.io/hostname"),
+            row: "nvidia.com/gpu.clique → kubernetes.io/hostname",
+        },
+    ]
+}
+
+#[test]
+fn every_change_that_alters_scheduling_is_previewed_and_exits_1() {
+    for case in scheduling_edits() {
+        let dir = repo_with_example();
+        for (file, from, to) in case.edits {
+            edit(dir.path(), file, from, to);
+        }
+        let label = format!("{} {} {}", case.subject, case.name, case.what);
+        let human = kai_policy(dir.path(), &["diff", "--base", "HEAD"]);
+        assert_eq!(human.status, 1, "{label}: {human:?}");
+        let plan = human.stdout.lines().next().unwrap_or_default();
+        assert!(plan.contains(case.plan), "{label}: plan is `{plan}`");
+        let subject = match case.subject {
+            "queue" => case.name.to_string(),
+            "cluster" => "cluster".to_string(),
+            other => format!("{} {}", other.replace('-', " "), case.name),
+        };
+        let in_one_line = |l: &&str| {
+            l.starts_with(&format!("{subject} ")) && l.contains(case.what) && l.contains(case.row)
+        };
+        assert!(
+            human.stdout.lines().any(|l| in_one_line(&l)),
+            "{label}: no row `{subject}  {}  {}` in\n{}",
+            case.what,
+            case.row,
+            human.stdout
+        );
+
+        let markdown = kai_policy(
+            dir.path(),
+            &["diff", "--base", "HEAD", "--format", "markdown"],
+        );
+        assert_eq!(markdown.status, 1);
+        let wanted = format!("| {} |", case.what);
+        assert!(
+            markdown.stdout.contains(&wanted),
+            "{label}:\n{}",
+            markdown.stdout
+        );
+
+        let json = kai_policy(dir.path(), &["diff", "--base", "HEAD", "--format", "json"]);
+        assert_eq!(json.status, 1);
+        let doc: Value = serde_json::from_str(&json.stdout).unwrap();
+        let row = doc["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| {
+                c["subject"] == case.subject && c["name"] == case.name && c["what"] == case.what
+            })
+            .unwrap_or_else(|| panic!("{label}: no such row in {}", json.stdout));
+        assert_eq!(
+            (&row["old"], &row["new"]),
+            (&case.old, &case.new),
+            "{label}"
+        );
+    }
+}
+
+#[test]
+fn comments_layout_and_moving_a_queue_between_files_change_nothing() {
+    let dir = repo_with_example();
+    edit(
+        dir.path(),
+        "policies/teams/llm.kdl",
+        "gpu quota=30 weight=2",
+        "gpu   quota=30   weight=2 // the big one",
+    );
+    edit(
+        dir.path(),
+        "policies/cluster.kdl",
+        "// Cluster-wide",
+        "/* reviewed */\n\n// Cluster-wide",
+    );
+    let platform = std::fs::read_to_string(dir.path().join("policies/teams/platform.kdl")).unwrap();
+    std::fs::remove_file(dir.path().join("policies/teams/platform.kdl")).unwrap();
+    let departments = std::fs::read_to_string(dir.path().join("policies/departments.kdl")).unwrap();
+    write_files(
+        dir.path(),
+        &[(
+            "policies/departments.kdl",
+            &format!("{departments}\n{platform}"),
+        )],
+    );
+    for format in ["human", "markdown", "json"] {
+        let run = kai_policy(dir.path(), &["diff", "--base", "HEAD", "--format", format]);
+        assert_eq!(run.status, 0, "{format}: {run:?}");
+    }
 }

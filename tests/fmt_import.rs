@@ -196,3 +196,166 @@ fn import_of_bad_input_exits_2_naming_the_file_and_object() {
     let run = kai_policy(dir.path(), &["import"]);
     assert_eq!(run.status, 2, "a file is required: {run:?}");
 }
+
+/// One KAI Queue document with every resource stated (as KAI's own examples write them).
+fn kai_queue(name: &str, parent: Option<&str>, gpu_quota: f64, extra_metadata: &str) -> String {
+    let parent = parent.map_or(String::new(), |p| format!("  parentQueue: {p}\n"));
+    format!(
+        "---\napiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata:\n  name: {name}\n{extra_metadata}spec:\n{parent}  resources:\n    gpu: {{quota: {gpu_quota}, limit: -1, overQuotaWeight: 1}}\n    cpu: {{quota: -1, limit: -1, overQuotaWeight: 1}}\n    memory: {{quota: -1, limit: -1, overQuotaWeight: 1}}\n"
+    )
+}
+
+#[test]
+fn import_reports_every_field_it_does_not_know_with_its_path() {
+    let yaml = "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: team}\nspec:\n  parentQeue: research\n  resources:\n    gpu: {quota: 2, limit: -1, overQuotaWieght: 3}\n    cpu: {quota: -1, limit: -1, overQuotaWeight: 1}\n    memory: {quota: -1, limit: -1, overQuotaWeight: 1}\n    tpu: {quota: 1}\n";
+    let run = run_binary(
+        "kai-policy",
+        &repo_root(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
+    for expected in [
+        "spec.parentQeue is not a field of a KAI Queue (did you mean spec.parentQueue?)",
+        "spec.resources.gpu.overQuotaWieght is not a field of a KAI Queue (did you mean spec.resources.gpu.overQuotaWeight?)",
+        "spec.resources.tpu is not a field of a KAI Queue (did you mean spec.resources.cpu?)",
+    ] {
+        assert!(
+            run.stderr.contains(expected),
+            "no `{expected}` in\n{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn import_refuses_queue_versions_kai_does_not_serve() {
+    let yaml = "apiVersion: scheduling.run.ai/v1\nkind: Queue\nmetadata: {name: old}\nspec: {deservedGpus: 2}\n";
+    let run = run_binary(
+        "kai-policy",
+        &repo_root(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("Queue \"old\" (document 1): apiVersion scheduling.run.ai/v1 is refused")
+            && run.stderr.contains("serves only scheduling.run.ai/v2"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty());
+}
+
+/// KAI's node-pool label decides which scheduler shard sees a queue: it survives import and
+/// build.
+#[test]
+fn labels_and_annotations_survive_import_and_build() {
+    let dir = temp();
+    let yaml = kai_queue(
+        "team",
+        None,
+        2.0,
+        "  labels: {kai.scheduler/node-pool: pool-a}\n  annotations: {example.com/owner: \"ML infra\"}\n",
+    );
+    let run = run_binary(
+        "kai-policy",
+        dir.path(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("labels \"kai.scheduler/node-pool\"=\"pool-a\""),
+        "{}",
+        run.stdout
+    );
+    write_files(dir.path(), &[("policies/imported.kdl", &run.stdout)]);
+    let build = kai_policy(dir.path(), &["build", "--out", "-"]);
+    assert_eq!(build.status, 0, "{build:?}");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&build.stdout).unwrap();
+    let team = docs.iter().find(|d| d["kind"] == "Queue").expect("a Queue");
+    assert_eq!(
+        team["metadata"]["labels"]["kai.scheduler/node-pool"],
+        "pool-a"
+    );
+    assert_eq!(
+        team["metadata"]["annotations"]["example.com/owner"],
+        "ML infra"
+    );
+}
+
+/// KAI's standard layout: team queues with quotas under a quota-0 `default-parent-queue`.
+#[test]
+fn kais_standard_layout_imports_into_a_policy_that_checks() {
+    let dir = temp();
+    let yaml = [
+        kai_queue("default-parent-queue", None, 0.0, ""),
+        kai_queue("team-a", Some("default-parent-queue"), 8.0, ""),
+        kai_queue("team-b", Some("default-parent-queue"), 4.0, ""),
+    ]
+    .concat();
+    let run = run_binary(
+        "kai-policy",
+        dir.path(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("oversubscription \"allow\""),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains(
+            "children's quotas add up to more than their parent's in \"default-parent-queue\" (gpu)"
+        ),
+        "{}",
+        run.stderr
+    );
+    write_files(dir.path(), &[("policies/imported.kdl", &run.stdout)]);
+    let check = kai_policy(dir.path(), &["check"]);
+    assert_eq!(check.status, 0, "{check:?}");
+}
+
+#[test]
+fn an_import_that_would_not_pass_check_exits_1_and_says_why() {
+    // Only the team was exported, not its parent.
+    let yaml = kai_queue("team-a", Some("research"), 2.0, "");
+    let run = run_binary(
+        "kai-policy",
+        &repo_root(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stdout.contains("queue \"team-a\""),
+        "the policy is still printed"
+    );
+    assert!(run.stderr.contains("KP0008"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("does not pass `check`"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// serde-saphyr's default budget stopped at 1,024 documents; a cluster has more queues.
+#[test]
+fn import_takes_thousands_of_queue_documents() {
+    let mut yaml = kai_queue("root", None, 0.0, "");
+    for i in 0..3_000 {
+        yaml.push_str(&kai_queue(&format!("q{i}"), Some("root"), 0.0, ""));
+    }
+    let run = run_binary(
+        "kai-policy",
+        &repo_root(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.matches("queue \"q").count(), 3_000);
+}

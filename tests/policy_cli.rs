@@ -172,6 +172,66 @@ fn build_writes_three_files_identically_every_time() {
     assert!(leftovers.is_empty());
 }
 
+/// What `build` writes is the policy's meaning: not the path it was given, not line numbers, not
+/// layout, comments or which file holds a queue.
+#[test]
+fn build_output_depends_on_the_policy_not_on_paths_layout_or_files() {
+    let dir = temp();
+    copy_example(dir.path());
+    let outputs = |out: &str| -> Vec<String> {
+        [
+            "queues.yaml",
+            "priorityclasses.yaml",
+            "scheduler-config.json",
+        ]
+        .iter()
+        .map(|n| std::fs::read_to_string(dir.path().join(out).join(n)).unwrap())
+        .collect()
+    };
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "policies", "--out", "a"]).status,
+        0
+    );
+    let absolute = dir.path().join("policies");
+    let run = kai_policy(
+        dir.path(),
+        &["build", absolute.to_str().unwrap(), "--out", "b"],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let first = outputs("a");
+    assert_eq!(
+        first,
+        outputs("b"),
+        "`policies` and `$PWD/policies` build the same bytes"
+    );
+    assert!(
+        !first[0].contains(".kdl"),
+        "no file name in the objects:\n{}",
+        first[0]
+    );
+
+    // A comment, blank lines, a queue moved to another file, then `fmt`: same meaning.
+    let platform = std::fs::read_to_string(dir.path().join("policies/teams/platform.kdl")).unwrap();
+    std::fs::remove_file(dir.path().join("policies/teams/platform.kdl")).unwrap();
+    let cluster = std::fs::read_to_string(dir.path().join("policies/cluster.kdl")).unwrap();
+    write_files(
+        dir.path(),
+        &[(
+            "policies/cluster.kdl",
+            &format!(
+                "// moved here\n\n\n{cluster}\n{}",
+                platform.replace("\n", "\n\n")
+            ),
+        )],
+    );
+    assert_eq!(kai_policy(dir.path(), &["fmt", "policies"]).status, 0);
+    assert_eq!(
+        kai_policy(dir.path(), &["build", "policies", "--out", "c"]).status,
+        0
+    );
+    assert_eq!(first, outputs("c"));
+}
+
 #[test]
 fn build_to_stdout_is_one_clean_yaml_stream_for_kubectl() {
     let run = kai_policy(&repo_root(), &["build", "policies", "--out", "-"]);
@@ -278,5 +338,245 @@ fn schema_prints_what_schemas_holds() {
         )
         .unwrap();
         assert_eq!(all[name], committed, "{name}");
+    }
+}
+
+/// A CI step that uploads `--format json|sarif|github` output gets one valid document even when
+/// the command cannot run (exit 2), with the failure as a diagnostic naming the path.
+#[test]
+fn machine_formats_print_one_document_also_when_the_command_cannot_run() {
+    let dir = temp();
+    for format in ["json", "sarif"] {
+        let run = kai_policy(dir.path(), &["check", "no-such-folder", "--format", format]);
+        assert_eq!(run.status, 2, "{run:?}");
+        let doc: Value = serde_json::from_str(&run.stdout).expect("one JSON document");
+        let text = doc.to_string();
+        assert!(
+            text.contains("KP0000") && text.contains("no-such-folder"),
+            "{text}"
+        );
+    }
+    let run = kai_policy(
+        dir.path(),
+        &["check", "no-such-folder", "--format", "github"],
+    );
+    assert_eq!(run.status, 2);
+    assert!(
+        run.stdout
+            .starts_with("::error file=no-such-folder,line=1,col=1,")
+            && run
+                .stdout
+                .contains("title=KP0000::cannot read no-such-folder"),
+        "{}",
+        run.stdout
+    );
+
+    // build reports on stderr (stdout may be the YAML stream): a failed write joins the
+    // policy's own diagnostics in the one document there.
+    copy_example(dir.path());
+    std::fs::write(dir.path().join("dist"), "a file, not a folder").unwrap();
+    let run = kai_policy(
+        dir.path(),
+        &["build", "--out", "dist/out", "--format", "json"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stderr).expect("one JSON document on stderr");
+    assert_eq!(doc["diagnostics"][0]["code"], "KP0000");
+    assert_eq!(doc["diagnostics"][0]["file"], "dist/out");
+    let run = kai_policy(
+        dir.path(),
+        &["build", "nowhere", "--out", "x", "--format", "sarif"],
+    );
+    assert_eq!(run.status, 2);
+    let log: Value = serde_json::from_str(&run.stderr).expect("one SARIF document on stderr");
+    assert_eq!(log["runs"][0]["results"][0]["ruleId"], "KP0000");
+}
+
+/// KP0013 is reported on the parent, but the pull request changed a child in another file: that
+/// file gets an annotation too.
+#[test]
+fn github_annotates_every_file_a_diagnostic_names() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[
+            (
+                "policies/departments.kdl",
+                "queue \"research\" {\n    gpu quota=10\n}\n",
+            ),
+            (
+                "policies/teams/llm.kdl",
+                "queue \"llm\" parent=\"research\" {\n    gpu quota=12\n    namespaces \"llm\"\n}\n",
+            ),
+        ],
+    );
+    let run = kai_policy(dir.path(), &["check", "--format", "github"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let files: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("KP0013"))
+        .filter_map(|l| l.split("file=").nth(1)?.split(',').next())
+        .collect();
+    assert!(
+        files.contains(&"policies/departments.kdl"),
+        "{}",
+        run.stdout
+    );
+    assert!(files.contains(&"policies/teams/llm.kdl"), "{}", run.stdout);
+}
+
+#[test]
+fn denied_warnings_say_that_is_why_the_run_fails() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[("policies/a.kdl", "queue \"idle\" { gpu quota=1 }\n")],
+    );
+    let run = kai_policy(dir.path(), &["check", "--deny-warnings"]);
+    assert_eq!(run.status, 1);
+    assert!(
+        run.stderr.contains("failing because warnings are denied"),
+        "{}",
+        run.stderr
+    );
+    let run = kai_policy(dir.path(), &["build", "--deny-warnings", "--out", "dist"]);
+    assert_eq!(run.status, 1);
+    assert!(
+        run.stderr.contains("failing because warnings are denied"),
+        "{}",
+        run.stderr
+    );
+    let clean = kai_policy(dir.path(), &["check"]);
+    assert!(!clean.stderr.contains("denied"), "{}", clean.stderr);
+}
+
+/// A policy file cannot drive the terminal: control characters from it (in a string, or raw in
+/// the file) come out as visible escapes in every format.
+#[test]
+fn control_characters_from_a_policy_are_escaped_in_every_output() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[
+            (
+                "policies/a.kdl",
+                "queue \"evil\\u{1b}[2J\" { gpu quota=1; namespaces \"a\"; }\n",
+            ),
+            (
+                "policies/b.kdl",
+                "queue \"b\" { gpu quota=1; namespaces \"b\"; }\n// \u{1b}]0;pwned\u{7}\u{9b}31m\n",
+            ),
+        ],
+    );
+    for format in ["human", "json", "github", "sarif"] {
+        let run = kai_policy(dir.path(), &["check", "--format", format]);
+        assert_eq!(run.status, 1, "{format}: {run:?}");
+        for c in ['\u{1b}', '\u{7}', '\u{9b}'] {
+            assert!(
+                !run.stdout.contains(c),
+                "{format} prints {c:?} raw:\n{}",
+                run.stdout
+            );
+        }
+    }
+    let human = kai_policy(dir.path(), &["check"]);
+    assert!(human.stdout.contains("evil\\u{1b}[2J"), "{}", human.stdout);
+}
+
+/// Symbolic links to files and folders inside the policy are followed (a loop is read once and
+/// reported), a broken one is reported by name, and `fmt` rewrites the file behind a link.
+#[cfg(unix)]
+#[test]
+fn symlinked_files_and_folders_are_followed_and_skipped_paths_reported() {
+    use std::os::unix::fs::symlink;
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[
+            (
+                "shared/teams/llm.kdl",
+                "queue   \"llm\" {  gpu quota=1 limit=0.5; namespaces \"llm\" }\n",
+            ),
+            (
+                "shared/vision.kdl",
+                "queue \"vision\" { gpu quota=1; namespaces \"vision\" }\n",
+            ),
+            (
+                "policies/cluster.kdl",
+                "cluster \"c\" { capacity gpu=10 }\n",
+            ),
+        ],
+    );
+    let p = dir.path().join("policies");
+    symlink(dir.path().join("shared/teams"), p.join("teams")).unwrap();
+    symlink(dir.path().join("shared/vision.kdl"), p.join("vision.kdl")).unwrap();
+    symlink("gone.kdl", p.join("broken.kdl")).unwrap();
+    symlink(".", dir.path().join("shared/teams/loop")).unwrap();
+    let run = kai_policy(dir.path(), &["check", "--format", "json"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let found: Vec<(String, String)> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap().into(),
+                d["file"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(
+        found.contains(&("KP0012".into(), "policies/teams/llm.kdl".into())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("KP0025".into(), "policies/broken.kdl".into())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("KP0025".into(), "policies/teams/loop".into())),
+        "{found:?}"
+    );
+
+    std::fs::remove_file(p.join("broken.kdl")).unwrap();
+    assert_eq!(kai_policy(dir.path(), &["fmt"]).status, 0);
+    assert!(
+        std::fs::symlink_metadata(p.join("teams"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let formatted = std::fs::read_to_string(dir.path().join("shared/teams/llm.kdl")).unwrap();
+    assert!(formatted.starts_with("queue \"llm\" {\n"), "{formatted}");
+}
+
+/// The traps a team moving from KAI YAML falls into are named, with what was probably meant.
+#[test]
+fn silent_traps_are_reported_with_the_likely_intent() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[(
+            "policies/a.kdl",
+            "queue \"a\" {\n    gpu quota=2 limit=-1\n    cpu limit=0\n    memory quota=12\n    namespaces \"a\"\n}\nqueue \"b\" {\n    gpu quota=\"1Ki\"\n    namespaces \"b\"\n}\n",
+        )],
+    );
+    let run = kai_policy(dir.path(), &["check"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    for expected in [
+        "KAI writes unlimited as -1; here write `limit=#inf`, or leave `limit` out",
+        "cpu limit of 0, so it can never run a pod that asks for CPU",
+        "drop the `cpu` line",
+        "it is 12 bytes",
+        "did you mean `quota=\"12Gi\"`",
+        "GPUs are counted in devices",
+    ] {
+        assert!(
+            run.stdout.contains(expected),
+            "no `{expected}` in\n{}",
+            run.stdout
+        );
     }
 }

@@ -12,19 +12,105 @@ use crate::lower::{Artifacts, RenderError, SourceInfo};
 use crate::model::{Bound, Policy};
 use crate::quantity::ResourceKind;
 
-/// One changed attribute of one queue.
+mod settings;
+
+/// What a changed row is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Subject {
+    /// A queue (`name` is the queue).
+    Queue,
+    /// A namespace's default queue (`name` is the namespace).
+    Namespace,
+    /// A cluster-wide setting (`name` is empty).
+    Cluster,
+    /// A priority class (`name` is the class).
+    PriorityClass,
+    /// A named placement (`name` is the placement).
+    Placement,
+}
+
+/// A value in a change row: its text for people and, for amounts, durations and counts, a
+/// number for programs (JSON shows the number: GPUs in devices, CPUs in cores, memory in bytes,
+/// durations in seconds).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shown {
+    /// An amount, duration or count: how it reads, and its number.
+    Number(String, f64),
+    /// A yes/no setting.
+    Flag(bool),
+    /// Anything else (names, strategies, "unlimited", "not governed").
+    Text(String),
+}
+
+impl Shown {
+    /// The text shown in tables.
+    pub fn text(&self) -> String {
+        match self {
+            Shown::Number(text, _) | Shown::Text(text) => text.clone(),
+            Shown::Flag(b) => (if *b { "yes" } else { "no" }).to_string(),
+        }
+    }
+}
+
+impl Serialize for Shown {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Shown::Number(_, v) if v.fract() == 0.0 && v.abs() < 9.0e15 => {
+                s.serialize_i64(*v as i64)
+            }
+            Shown::Number(_, v) => s.serialize_f64(*v),
+            Shown::Flag(b) => s.serialize_bool(*b),
+            Shown::Text(t) => s.serialize_str(t),
+        }
+    }
+}
+
+/// One changed attribute of one queue, namespace, priority class, placement or of the cluster.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
-    /// The queue.
-    pub queue: String,
-    /// What changed: `gpu quota`, `priority`, `gpu fair share`, `parent`, …
+    /// What kind of thing changed.
+    pub subject: Subject,
+    /// Its name (empty for the cluster).
+    pub name: String,
+    /// What changed: `gpu quota`, `priority`, `gpu fair share`, `parent`, `queue`, …
     pub what: String,
-    /// Before (`None`: the queue did not exist).
-    pub old: Option<String>,
-    /// After (`None`: the queue was removed).
-    pub new: Option<String>,
+    /// Before (`None`: it did not exist).
+    pub old: Option<Shown>,
+    /// After (`None`: it was removed).
+    pub new: Option<Shown>,
     /// New minus old, for amounts.
-    pub delta: Option<String>,
+    pub delta: Option<Shown>,
+}
+
+impl Change {
+    /// A change of one queue's attribute.
+    fn queue(name: &str, what: impl Into<String>, old: Option<Shown>, new: Option<Shown>) -> Self {
+        Change {
+            subject: Subject::Queue,
+            name: name.to_string(),
+            what: what.into(),
+            old,
+            new,
+            delta: None,
+        }
+    }
+
+    fn with_delta(mut self, delta: Option<Shown>) -> Self {
+        self.delta = delta;
+        self
+    }
+
+    /// How the subject reads in a table: the queue's name, or `namespace x`, `cluster`, ….
+    pub fn subject_text(&self) -> String {
+        match self.subject {
+            Subject::Queue => self.name.clone(),
+            Subject::Namespace => format!("namespace {}", self.name),
+            Subject::Cluster => "cluster".to_string(),
+            Subject::PriorityClass => format!("priority class {}", self.name),
+            Subject::Placement => format!("placement {}", self.name),
+        }
+    }
 }
 
 /// The whole comparison.
@@ -38,7 +124,8 @@ pub struct PolicyDiff {
     pub added: Vec<String>,
     /// Queues only at base.
     pub removed: Vec<String>,
-    /// Every changed attribute, queue by queue in head order (removed queues last).
+    /// Every changed attribute: queue by queue in head order (removed queues last), then
+    /// namespaces, cluster settings, priority classes and placements.
     pub changes: Vec<Change>,
     /// Unified diff of the rendered Kubernetes objects (empty when they are equal).
     pub objects_diff: String,
@@ -61,11 +148,28 @@ pub struct Side<'a> {
     pub label: String,
 }
 
-fn bound_text(b: Option<Bound>, kind: ResourceKind) -> String {
+/// An amount in stored units as a table cell and a JSON number (devices, cores, bytes).
+fn amount(v: i64, kind: ResourceKind) -> Shown {
+    let number = match kind {
+        ResourceKind::Gpu | ResourceKind::Cpu => v as f64 / 1000.0,
+        ResourceKind::Memory => v as f64,
+    };
+    Shown::Number(short(v, kind), number)
+}
+
+fn count(v: i64) -> Shown {
+    Shown::Number(v.to_string(), v as f64)
+}
+
+fn text(t: impl Into<String>) -> Shown {
+    Shown::Text(t.into())
+}
+
+fn bound(b: Option<Bound>, kind: ResourceKind) -> Shown {
     match b {
-        Some(Bound::Finite(v)) => short(v, kind),
-        Some(Bound::Unlimited) => "unlimited".to_string(),
-        None => "not governed".to_string(),
+        Some(Bound::Finite(v)) => amount(v, kind),
+        Some(Bound::Unlimited) => text("unlimited"),
+        None => text("not governed"),
     }
 }
 
@@ -77,6 +181,24 @@ fn signed(v: i64, kind: ResourceKind) -> String {
     }
 }
 
+fn signed_amount(v: i64, kind: ResourceKind) -> Shown {
+    match amount(v, kind) {
+        Shown::Number(_, n) => Shown::Number(signed(v, kind), n),
+        other => other,
+    }
+}
+
+fn duration(d: Option<crate::quantity::Duration>) -> Shown {
+    match d {
+        Some(d) => Shown::Number(d.to_string(), d.0 as f64),
+        None => text("none"),
+    }
+}
+
+fn optional(v: Option<&str>) -> Shown {
+    text(v.unwrap_or("none"))
+}
+
 /// Compares two policies.
 pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
     let base_report = Report::new(base.policy, base.demand);
@@ -85,28 +207,17 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
     let mut changes = Vec::new();
     let (mut changed, mut added, mut removed) = (Vec::new(), Vec::new(), Vec::new());
     let mut quota_moves: Vec<(String, i64)> = Vec::new();
-    let change = |queue: &str,
-                  what: String,
-                  old: Option<String>,
-                  new: Option<String>,
-                  delta: Option<String>| Change {
-        queue: queue.to_string(),
-        what,
-        old,
-        new,
-        delta,
-    };
     for (h, hq) in head.policy.queues.iter().enumerate() {
         let Some(&b) = base_index.get(hq.name.as_str()) else {
             added.push(hq.name.clone());
             for kind in ResourceKind::ALL {
                 if let Some(r) = hq.resources.get(kind) {
-                    changes.push(change(
+                    let what = format!("{} quota", kind.name());
+                    changes.push(Change::queue(
                         &hq.name,
-                        format!("{} quota", kind.name()),
+                        what,
                         None,
-                        Some(bound_text(Some(r.quota), kind)),
-                        None,
+                        Some(bound(Some(r.quota), kind)),
                     ));
                     if let (ResourceKind::Gpu, Bound::Finite(v)) = (kind, r.quota) {
                         quota_moves.push((hq.name.clone(), v));
@@ -114,84 +225,36 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
                 }
             }
             let share = head_report.share(h, ResourceKind::Gpu).fair_share;
-            changes.push(change(
-                &hq.name,
-                "gpu fair share".into(),
-                None,
-                Some(short(share, ResourceKind::Gpu)),
-                None,
-            ));
+            let share = Some(amount(share, ResourceKind::Gpu));
+            changes.push(Change::queue(&hq.name, "gpu fair share", None, share));
             continue;
         };
-        let bq = &base.policy.queues[b];
         let before = changes.len();
-        let parent = |p: &Policy, q: &crate::model::Queue| {
-            q.parent
-                .map_or("(top level)".to_string(), |i| p.queues[i].name.clone())
+        let sides = QueuePair {
+            base: base.policy,
+            head: head.policy,
+            b,
+            h,
         };
-        let (bp, hp) = (parent(base.policy, bq), parent(head.policy, hq));
-        if bp != hp {
-            changes.push(change(&hq.name, "parent".into(), Some(bp), Some(hp), None));
-        }
-        if bq.priority != hq.priority {
-            changes.push(change(
-                &hq.name,
-                "priority".into(),
-                Some(bq.priority.to_string()),
-                Some(hq.priority.to_string()),
-                Some(format!("{:+}", hq.priority as i64 - bq.priority as i64)),
-            ));
-        }
+        sides.terms(&mut changes, &mut quota_moves);
         for kind in ResourceKind::ALL {
-            let (br, hr) = (bq.resources.get(kind), hq.resources.get(kind));
-            let terms = [
-                ("quota", br.map(|r| r.quota), hr.map(|r| r.quota)),
-                ("limit", br.map(|r| r.limit), hr.map(|r| r.limit)),
-            ];
-            for (name, old, new) in terms {
-                if old != new {
-                    let delta = match (old, new) {
-                        (Some(Bound::Finite(o)), Some(Bound::Finite(n))) => {
-                            Some(signed(n - o, kind))
-                        }
-                        _ => None,
-                    };
-                    if name == "quota" && kind == ResourceKind::Gpu {
-                        let amount = |b: Option<Bound>| b.and_then(|b| b.finite()).unwrap_or(0);
-                        quota_moves.push((hq.name.clone(), amount(new) - amount(old)));
-                    }
-                    changes.push(change(
-                        &hq.name,
-                        format!("{} {name}", kind.name()),
-                        Some(bound_text(old, kind)),
-                        Some(bound_text(new, kind)),
-                        delta,
-                    ));
-                }
-            }
-            let (bw, hw) = (br.map(|r| r.weight), hr.map(|r| r.weight));
-            if bw != hw {
-                let w = |w: Option<f64>| w.map_or("not governed".to_string(), |w| format!("{w}"));
-                changes.push(change(
-                    &hq.name,
-                    format!("{} weight", kind.name()),
-                    Some(w(bw)),
-                    Some(w(hw)),
-                    None,
-                ));
-            }
             let (bs, hs) = (
                 base_report.share(b, kind).fair_share,
                 head_report.share(h, kind).fair_share,
             );
-            if bs != hs && (kind == ResourceKind::Gpu || br.is_some() || hr.is_some()) {
-                changes.push(change(
-                    &hq.name,
-                    format!("{} fair share", kind.name()),
-                    Some(short(bs, kind)),
-                    Some(short(hs, kind)),
-                    Some(signed(hs - bs, kind)),
-                ));
+            let governed =
+                sides.bq().resources.get(kind).is_some() || hq.resources.get(kind).is_some();
+            if bs != hs && (kind == ResourceKind::Gpu || governed) {
+                let what = format!("{} fair share", kind.name());
+                changes.push(
+                    Change::queue(
+                        &hq.name,
+                        what,
+                        Some(amount(bs, kind)),
+                        Some(amount(hs, kind)),
+                    )
+                    .with_delta(Some(signed_amount(hs - bs, kind))),
+                );
             }
         }
         if changes.len() > before {
@@ -204,15 +267,11 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
             if let Some(Bound::Finite(v)) = bq.resources.gpu.map(|r| r.quota) {
                 quota_moves.push((bq.name.clone(), -v));
             }
-            changes.push(change(
-                &bq.name,
-                "queue".into(),
-                Some("exists".into()),
-                None,
-                None,
-            ));
+            changes.push(Change::queue(&bq.name, "queue", Some(text("exists")), None));
         }
     }
+    let policy_wide = settings::changes(base.policy, head.policy);
+    changes.extend(policy_wide.iter().cloned());
     let objects = |side: &Side| Artifacts::new(side.policy, SourceInfo::default()).objects_yaml();
     let (old_yaml, new_yaml) = (objects(base)?, objects(head)?);
     let objects_diff = if old_yaml == new_yaml {
@@ -224,7 +283,10 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
             .header(&base.label, &head.label)
             .to_string()
     };
-    let summary = summary(&changed, &added, &removed, &quota_moves);
+    let mut summary = summary(&changed, &added, &removed, &quota_moves);
+    if let Some(plan) = settings::plan(&policy_wide) {
+        let _ = write!(summary, "; {plan}");
+    }
     Ok(PolicyDiff {
         summary,
         changed,
@@ -233,6 +295,131 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
         changes,
         objects_diff,
     })
+}
+
+/// One queue that exists on both sides: its base index `b` and head index `h`.
+struct QueuePair<'a> {
+    base: &'a Policy,
+    head: &'a Policy,
+    b: usize,
+    h: usize,
+}
+
+impl QueuePair<'_> {
+    fn bq(&self) -> &crate::model::Queue {
+        &self.base.queues[self.b]
+    }
+
+    fn hq(&self) -> &crate::model::Queue {
+        &self.head.queues[self.h]
+    }
+
+    /// Every declared or inherited term of the queue that changed (not its fair shares).
+    fn terms(&self, changes: &mut Vec<Change>, quota_moves: &mut Vec<(String, i64)>) {
+        let (bq, hq) = (self.bq(), self.hq());
+        let name = hq.name.as_str();
+        let mut push = |what: &str, old: Shown, new: Shown| {
+            if old != new {
+                changes.push(Change::queue(name, what, Some(old), Some(new)));
+            }
+        };
+        let parent = |p: &Policy, q: &crate::model::Queue| {
+            text(
+                q.parent
+                    .map_or("(top level)", |i| p.queues[i].name.as_str()),
+            )
+        };
+        push("parent", parent(self.base, bq), parent(self.head, hq));
+        if bq.priority != hq.priority {
+            let d = hq.priority as i64 - bq.priority as i64;
+            let delta = Shown::Number(format!("{d:+}"), d as f64);
+            changes.push(
+                Change::queue(
+                    name,
+                    "priority",
+                    Some(count(bq.priority as i64)),
+                    Some(count(hq.priority as i64)),
+                )
+                .with_delta(Some(delta)),
+            );
+        }
+        for kind in ResourceKind::ALL {
+            let (br, hr) = (bq.resources.get(kind), hq.resources.get(kind));
+            let terms = [
+                ("quota", br.map(|r| r.quota), hr.map(|r| r.quota)),
+                ("limit", br.map(|r| r.limit), hr.map(|r| r.limit)),
+            ];
+            for (term, old, new) in terms {
+                if old == new {
+                    continue;
+                }
+                let delta = match (old, new) {
+                    (Some(Bound::Finite(o)), Some(Bound::Finite(n))) => {
+                        Some(signed_amount(n - o, kind))
+                    }
+                    _ => None,
+                };
+                if term == "quota" && kind == ResourceKind::Gpu {
+                    let finite = |b: Option<Bound>| b.and_then(|b| b.finite()).unwrap_or(0);
+                    quota_moves.push((name.to_string(), finite(new) - finite(old)));
+                }
+                let what = format!("{} {term}", kind.name());
+                changes.push(
+                    Change::queue(name, what, Some(bound(old, kind)), Some(bound(new, kind)))
+                        .with_delta(delta),
+                );
+            }
+            let (bw, hw) = (br.map(|r| r.weight), hr.map(|r| r.weight));
+            if bw != hw {
+                let w = |w: Option<f64>| {
+                    w.map_or(text("not governed"), |w| Shown::Number(format!("{w}"), w))
+                };
+                changes.push(Change::queue(
+                    name,
+                    format!("{} weight", kind.name()),
+                    Some(w(bw)),
+                    Some(w(hw)),
+                ));
+            }
+        }
+        let mut push = |what: &str, old: Shown, new: Shown| {
+            if old != new {
+                changes.push(Change::queue(name, what, Some(old), Some(new)));
+            }
+        };
+        push(
+            "default priority class",
+            optional(bq.default_priority_class.as_deref()),
+            optional(hq.default_priority_class.as_deref()),
+        );
+        push(
+            "placement",
+            optional(bq.placement.as_deref()),
+            optional(hq.placement.as_deref()),
+        );
+        push(
+            "preempt min-runtime",
+            duration(bq.min_runtime.preempt),
+            duration(hq.min_runtime.preempt),
+        );
+        push(
+            "reclaim min-runtime",
+            duration(bq.min_runtime.reclaim),
+            duration(hq.min_runtime.reclaim),
+        );
+        push(
+            "open to all namespaces",
+            Shown::Flag(bq.namespaces.open_to_all),
+            Shown::Flag(hq.namespaces.open_to_all),
+        );
+        // Labels can move a queue to another scheduler (KAI's node-pool label picks the shard).
+        let keys: std::collections::BTreeSet<&String> =
+            bq.labels.keys().chain(hq.labels.keys()).collect();
+        for key in keys {
+            let value = |q: &crate::model::Queue| optional(q.labels.get(key).map(String::as_str));
+            push(&format!("label {key}"), value(bq), value(hq));
+        }
+    }
 }
 
 fn name_index(policy: &Policy) -> std::collections::HashMap<&str, usize> {
@@ -304,14 +491,14 @@ fn table(diff: &PolicyDiff) -> Vec<[String; 4]> {
         .map(|c| {
             let arrow = format!(
                 "{} → {}",
-                c.old.as_deref().unwrap_or("—"),
-                c.new.as_deref().unwrap_or("removed")
+                c.old.as_ref().map_or("—".to_string(), Shown::text),
+                c.new.as_ref().map_or("removed".to_string(), Shown::text)
             );
             [
-                c.queue.clone(),
+                c.subject_text(),
                 c.what.clone(),
                 arrow,
-                c.delta.clone().unwrap_or_default(),
+                c.delta.as_ref().map(Shown::text).unwrap_or_default(),
             ]
         })
         .collect()
@@ -323,7 +510,7 @@ pub fn render_human(diff: &PolicyDiff) -> String {
     if diff.is_empty() {
         return out;
     }
-    let mut rows = vec![["queue", "what", "old → new", "delta"].map(String::from)];
+    let mut rows = vec![["subject", "what", "old → new", "delta"].map(String::from)];
     rows.extend(table(diff));
     let widths: Vec<usize> = (0..4)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
@@ -351,9 +538,18 @@ pub fn render_markdown(diff: &PolicyDiff) -> String {
     if diff.is_empty() {
         return out;
     }
-    out.push_str("\n| queue | what | old → new | delta |\n| --- | --- | --- | ---: |\n");
-    for [queue, what, arrow, delta] in table(diff) {
-        let _ = writeln!(out, "| `{queue}` | {what} | {arrow} | {delta} |");
+    out.push_str("\n| subject | what | old → new | delta |\n| --- | --- | --- | ---: |\n");
+    for (change, [_, what, arrow, delta]) in diff.changes.iter().zip(table(diff)) {
+        let subject = match change.subject {
+            Subject::Cluster => "cluster".to_string(),
+            Subject::Queue => format!("`{}`", change.name),
+            _ => {
+                let text = change.subject_text();
+                let kind = text.strip_suffix(change.name.as_str()).unwrap_or_default();
+                format!("{kind}`{}`", change.name)
+            }
+        };
+        let _ = writeln!(out, "| {subject} | {what} | {arrow} | {delta} |");
     }
     if !diff.objects_diff.is_empty() {
         out.push_str("\n<details><summary>Kubernetes objects</summary>\n\n```diff\n");

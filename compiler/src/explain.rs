@@ -202,13 +202,15 @@ pub struct Report<'p> {
     pub shares: FairShares,
     /// Resources worth a column: governed somewhere, or with capacity or demand.
     pub shown: Vec<ResourceKind>,
+    /// What the report had to assume, and how to say it instead (printed before the tables).
+    pub notes: Vec<String>,
 }
 
 impl<'p> Report<'p> {
     /// Computes the fair shares of `policy` under `demand`.
     pub fn new(policy: &'p Policy, demand: &Demand) -> Self {
         let shares = fairshare::compute(policy, demand);
-        let shown = ResourceKind::ALL
+        let shown: Vec<ResourceKind> = ResourceKind::ALL
             .into_iter()
             .filter(|&k| {
                 k == ResourceKind::Gpu
@@ -216,10 +218,16 @@ impl<'p> Report<'p> {
                     || demand.request.iter().any(|r| *r.get(k) > 0)
             })
             .collect();
+        let notes = shown
+            .iter()
+            .filter(|&&k| demand.capacity.get(k).is_none())
+            .map(|&k| capacity_note(policy, &shares, k))
+            .collect();
         Report {
             policy,
             shares,
             shown,
+            notes,
         }
     }
 
@@ -234,15 +242,32 @@ impl<'p> Report<'p> {
         let s = self.share(q, kind);
         let n = |v: i64| short(v, kind);
         let terms = queue.resources.get(kind);
-        let by = match s.deserved_by {
-            DeservedBy::Quota if terms.is_none() => "not governed: asks for what it needs",
-            DeservedBy::Quota => "quota",
-            DeservedBy::Limit => "limit",
-            DeservedBy::Request => "request",
-            DeservedBy::Divided if queue.parent.is_some() => "all of its parent's share",
-            DeservedBy::Divided => "the whole cluster",
+        // What this queue's sibling set divides, in the user's words.
+        let level = match queue.parent {
+            Some(p) => format!("{}'s share of {}", self.policy.queues[p].name, n(s.divided)),
+            None => format!("the cluster's {}", n(s.divided)),
         };
-        let mut text = format!("{} deserved ({by})", n(s.deserved));
+        let mut text = if terms.is_none() {
+            // KAI reads a resource without quota or limit as unlimited both ways: each such
+            // sibling may take up to the whole level, so they are not divided among themselves.
+            format!(
+                "{} deserved (not governed at this queue: unlimited, so it may take up to all \
+                 of {level} whatever its siblings take; a `{} quota=…` here divides it among them)",
+                n(s.deserved),
+                kind.name()
+            )
+        } else {
+            let by = match s.deserved_by {
+                DeservedBy::Quota => "quota",
+                DeservedBy::Limit => "limit",
+                DeservedBy::Request => "request",
+                DeservedBy::Divided if queue.parent.is_some() => {
+                    "unlimited quota: all of its parent's share"
+                }
+                DeservedBy::Divided => "unlimited quota: the whole cluster",
+            };
+            format!("{} deserved ({by})", n(s.deserved))
+        };
         let over = s.over_quota();
         if over > 0 {
             let weight = terms.map_or(1.0, |t| t.weight);
@@ -256,13 +281,34 @@ impl<'p> Report<'p> {
                 with_unit(s.bucket_available, kind)
             );
             if s.leftover > 0 {
-                let _ = write!(text, "; {} of it from leftover whole units", n(s.leftover));
+                let _ = write!(text, "; {} of it from the leftover pass", n(s.leftover));
             }
             text.push(')');
         }
+        if s.fair_share > s.divided {
+            let _ = write!(
+                text,
+                "; that is more than {level}: the quotas here add up to more than there is, and \
+                 KAI keeps a finite quota in full"
+            );
+        }
         let limit = terms.and_then(|t| t.limit.finite());
+        let more = |s: &Share| n(s.requestable - s.fair_share);
         let tail = match s.cap {
-            Cap::Request if s.request == 0 => "; asks for nothing".to_string(),
+            Cap::Request if s.request == 0 && s.fair_share == 0 => "; asks for nothing".to_string(),
+            Cap::Request | Cap::Limit if s.fair_share > s.requestable => {
+                let what = if s.cap == Cap::Limit {
+                    "limit"
+                } else {
+                    "request"
+                };
+                format!(
+                    "; {} more than its {what} {}: KAI's leftover pass gives a whole unit \
+                     without cutting it to the {what}",
+                    n(s.fair_share - s.requestable),
+                    n(s.requestable)
+                )
+            }
             Cap::Request => format!("; capped by request {}", n(s.requestable)),
             Cap::Limit => format!(
                 "; capped by limit {}",
@@ -270,11 +316,14 @@ impl<'p> Report<'p> {
             ),
             Cap::ZeroWeight => format!(
                 "; weight 0 gets nothing over quota ({} more requested)",
-                n(s.requestable - s.fair_share)
+                more(s)
             ),
-            Cap::Exhausted => format!(
-                "; nothing left to divide ({} more requested)",
-                n(s.requestable - s.fair_share)
+            Cap::Exhausted => format!("; nothing left to divide ({} more requested)", more(s)),
+            Cap::Stopped => format!(
+                "; {} stays undivided: with past usage counted, no queue that wants more pulls \
+                 any of it, and KAI stops dividing then ({} more requested)",
+                with_unit(s.undivided, kind),
+                more(s)
             ),
         };
         text.push_str(&tail);
@@ -288,6 +337,28 @@ impl<'p> Report<'p> {
         }
         text
     }
+}
+
+/// Says that no capacity was given for `kind`, what the engine assumed instead (what the
+/// top-level queues can take) and how to declare it.
+fn capacity_note(policy: &Policy, shares: &FairShares, kind: ResourceKind) -> String {
+    let assumed = policy
+        .queues
+        .iter()
+        .position(|q| q.parent.is_none())
+        .map_or(0, |root| shares.queues[root].get(kind).divided);
+    let consequence = if assumed == 0 {
+        ", so every share is 0"
+    } else {
+        ""
+    };
+    let name = kind.name();
+    format!(
+        "no {name} capacity is declared: assumed {}, what the top-level queues ask for{consequence}; \
+         declare it with `capacity {name}=…` in the `cluster` block, or `capacity: {{{name}: …}}` \
+         in a scenario file (--scenario)",
+        with_unit(assumed, kind)
+    )
 }
 
 /// An amount with its unit, for prose: "18 GPUs", "12 cores", "500m CPU", "960Gi".
@@ -398,6 +469,12 @@ fn rows(report: &Report, kind: ResourceKind) -> Vec<[String; 6]> {
 /// The human report: a tree table per shown resource, then one line per queue.
 pub fn render_human(report: &Report) -> String {
     let mut out = String::new();
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    if !report.notes.is_empty() {
+        out.push('\n');
+    }
     for &kind in &report.shown {
         let header = [
             column_title(kind),
@@ -461,6 +538,9 @@ pub fn render_human(report: &Report) -> String {
 /// The markdown report, ready to post as a pull-request comment.
 pub fn render_markdown(report: &Report) -> String {
     let mut out = String::new();
+    for note in &report.notes {
+        let _ = writeln!(out, "> **Note:** {note}\n");
+    }
     for &kind in &report.shown {
         let _ = writeln!(
             out,
@@ -524,7 +604,7 @@ fn json_amount(v: i64, kind: ResourceKind) -> serde_json::Number {
     }
 }
 
-/// The JSON report: `{"queues": {NAME: {"gpu": {…}, "cpu": {…}, "memory": {…}}}}`.
+/// The JSON report: `{"notes": [TEXT…], "queues": {NAME: {"gpu": {…}, "cpu": {…}, "memory": {…}}}}`.
 pub fn render_json(report: &Report) -> String {
     let mut queues: BTreeMap<&str, BTreeMap<&str, JsonResource>> = BTreeMap::new();
     for (i, q) in report.policy.queues.iter().enumerate() {
@@ -550,8 +630,10 @@ pub fn render_json(report: &Report) -> String {
         }
         queues.insert(&q.name, per);
     }
-    let mut out =
-        serde_json::to_string_pretty(&serde_json::json!({ "queues": queues })).unwrap_or_default();
+    let mut out = serde_json::to_string_pretty(
+        &serde_json::json!({ "notes": report.notes, "queues": queues }),
+    )
+    .unwrap_or_default();
     out.push('\n');
     out
 }

@@ -87,11 +87,6 @@ pub fn sources_at(
     ),
     RevisionError,
 > {
-    use crate::source::{FileId, SourceFile, SourceSet, admit};
-    let git = |message: git2::Error| RevisionError::Git {
-        rev: rev.to_string(),
-        message: message.message().to_string(),
-    };
     let repo = git2::Repository::discover(dir)
         .map_err(|_| RevisionError::NotARepository(dir.to_path_buf()))?;
     let commit = repo
@@ -108,18 +103,43 @@ pub fn sources_at(
         .and_then(|w| absolute.strip_prefix(w).ok())
         .map(|p| p.to_path_buf())
         .unwrap_or_default();
+    let (sources, diagnostics) = sources_in_commit(&repo, &commit, &relative, dir, rev)?;
+    Ok((sources, diagnostics, commit.id().to_string()))
+}
+
+/// The policy files under `relative` (a folder of the repository, empty for its root) in
+/// `commit`'s tree, read from the object database. Display paths are `display` joined with each
+/// file's path below the folder; errors name the commit as `rev`.
+pub fn sources_in_commit(
+    repo: &git2::Repository,
+    commit: &git2::Commit<'_>,
+    relative: &Path,
+    display: &Path,
+    rev: &str,
+) -> Result<
+    (
+        crate::source::SourceSet,
+        Vec<crate::diagnostics::Diagnostic>,
+    ),
+    RevisionError,
+> {
+    use crate::source::{FileId, SourceFile, SourceSet, admit};
+    let git = |message: git2::Error| RevisionError::Git {
+        rev: rev.to_string(),
+        message: message.message().to_string(),
+    };
     let root = commit.tree().map_err(git)?;
     let tree = if relative.as_os_str().is_empty() {
         root
     } else {
         let entry = root
-            .get_path(&relative)
+            .get_path(relative)
             .map_err(|_| RevisionError::NoPolicy {
                 path: relative.display().to_string(),
                 rev: rev.to_string(),
             })?;
         entry
-            .to_object(&repo)
+            .to_object(repo)
             .and_then(|o| o.peel_to_tree())
             .map_err(git)?
     };
@@ -131,7 +151,7 @@ pub fn sources_at(
             return git2::TreeWalkResult::Skip;
         }
         if entry.kind() == Some(git2::ObjectType::Blob) && name.ends_with(".kdl") {
-            match entry.to_object(&repo).and_then(|o| o.peel_to_blob()) {
+            match entry.to_object(repo).and_then(|o| o.peel_to_blob()) {
                 Ok(blob) => found.push((format!("{prefix}{name}"), blob.content().to_vec())),
                 Err(e) => failure = Some(e),
             }
@@ -144,7 +164,7 @@ pub fn sources_at(
     }
     let mut named: Vec<(String, Vec<u8>)> = found
         .into_iter()
-        .map(|(p, bytes)| (crate::source::display_path(&dir.join(p)), bytes))
+        .map(|(p, bytes)| (crate::source::display_path(&display.join(p)), bytes))
         .collect();
     named.sort();
     let mut files = Vec::new();
@@ -154,5 +174,5 @@ pub fn sources_at(
         files.push(SourceFile::new(path, text));
         diagnostics.extend(problem);
     }
-    Ok((SourceSet::new(files), diagnostics, commit.id().to_string()))
+    Ok((SourceSet::new(files), diagnostics))
 }

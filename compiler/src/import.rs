@@ -8,13 +8,18 @@
 //! limit, and a resource KAI leaves unbounded both ways with weight 1 is left out (not governed).
 //! Pure: text in, text out; the choices are documented in `docs/language.md` ("Importing").
 
-use std::collections::HashMap;
+mod duration;
+mod fields;
+
+pub use duration::parse_go_duration;
+
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
 use crate::lower::objects::{QueueObject, QueueResource};
 use crate::quantity::{
-    self, Duration, MAX_AMOUNT, QuantityError, ResourceKind, format_quantity, format_thousandths,
+    Duration, MAX_AMOUNT, QuantityError, ResourceKind, format_quantity, format_thousandths,
     parse_quantity,
 };
 
@@ -48,11 +53,12 @@ pub fn import(inputs: &[(&str, &str)]) -> Result<Imported, ImportError> {
     let mut notes = Vec::new();
     let mut queues: Vec<Source> = Vec::new();
     for (file, text) in inputs {
-        let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ImportError {
-            file: file.to_string(),
-            object: None,
-            message: format!("not valid YAML: {e}"),
-        })?;
+        let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
+            .map_err(|e| ImportError {
+                file: file.to_string(),
+                object: None,
+                message: format!("not valid YAML: {e}"),
+            })?;
         for (d, document) in documents.into_iter().enumerate() {
             let at = format!("document {}", d + 1);
             collect(file, &at, document, &mut queues, &mut notes)?;
@@ -72,11 +78,32 @@ pub fn import(inputs: &[(&str, &str)]) -> Result<Imported, ImportError> {
         .map(|s| convert(s, &mut notes))
         .collect::<Result<Vec<_>, _>>()?;
     let tree = Tree::new(&queues)?;
+    let promised = oversubscribed(&queues, &tree);
+    if !promised.is_empty() {
+        notes.push(format!(
+            "children's quotas add up to more than their parent's in {} (KAI allows this; its standard layout puts team queues under a quota-0 default-parent-queue): the policy says `oversubscription \"allow\"` so that it checks as KAI schedules; give those parents a quota and remove the line to have it checked",
+            promised.join(", ")
+        ));
+    }
     Ok(Imported {
-        kdl: render(&queues, &tree),
+        kdl: render(&queues, &tree, &promised),
         notes,
         queues: queues.len(),
     })
+}
+
+/// serde-saphyr's default budget stops at 1,024 documents; a cluster's queues come as one
+/// document each (`kubectl get queues -o yaml | yq -s`, `build`'s stream) or one `List`. These
+/// limits admit well over 100,000 queues and still bound hostile input.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 1_000_000;
+    budget.max_nodes = 50_000_000;
+    budget.max_events = 100_000_000;
+    budget.max_total_scalar_bytes = 1 << 30;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
 }
 
 /// A Queue object and where it came from.
@@ -84,6 +111,8 @@ struct Source {
     file: String,
     at: String,
     object: QueueObject,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
 }
 
 impl Source {
@@ -156,6 +185,20 @@ fn collect(
         }
         return Ok(());
     }
+    if kind == "Queue"
+        && api_version.starts_with("scheduling.run.ai/")
+        && api_version != KAI_QUEUE_VERSION
+    {
+        let name = name.as_deref().unwrap_or_default();
+        return Err(queue_error(
+            file,
+            name,
+            at,
+            format!(
+                "apiVersion {api_version} is refused: KAI Scheduler's Queue CRD serves only {KAI_QUEUE_VERSION} (schemas/kai/scheduling.run.ai_queues.yaml), and an older version's fields cannot be mapped onto it without guessing; export the queues as v2 (`kubectl get queues.v2.scheduling.run.ai -o yaml`) and import that"
+            ),
+        ));
+    }
     if kind != "Queue" || !api_version.starts_with("scheduling.run.ai/") {
         let name = name.map(|n| format!(" \"{n}\"")).unwrap_or_default();
         notes.push(format!(
@@ -170,7 +213,29 @@ fn collect(
         ));
     };
     let object = format!("Queue \"{name}\" ({at})");
-    // Only the name matters from metadata; spec is KAI's, with Go's zero values when unset.
+    for unknown in fields::unknown(&map) {
+        notes.push(format!("{file}: {object}: {unknown}"));
+    }
+    let metadata = map.get("metadata");
+    let mut labels =
+        fields::string_map(metadata, "labels").map_err(|m| error(object.clone(), m))?;
+    let mut annotations =
+        fields::string_map(metadata, "annotations").map_err(|m| error(object.clone(), m))?;
+    // kai-policy's own label is written back by `build`; a foreign manager's is replaced.
+    if let Some(manager) = labels.remove(crate::lower::objects::MANAGED_BY.0)
+        && manager != crate::lower::objects::MANAGED_BY.1
+    {
+        notes.push(format!(
+            "{file}: {object}: label app.kubernetes.io/managed-by={manager} was left out: `build` labels the queue as managed by kai-policy"
+        ));
+    }
+    if annotations.remove(LAST_APPLIED).is_some() {
+        notes.push(format!(
+            "{file}: {object}: annotation {LAST_APPLIED} was left out (kubectl's copy of the object, rewritten on every apply)"
+        ));
+    }
+    // Only the name matters from the rest of metadata; spec is KAI's, with Go's zero values
+    // when unset.
     map.insert("metadata".into(), serde_json::json!({ "name": name }));
     let spec = map
         .entry("spec")
@@ -185,9 +250,16 @@ fn collect(
         file: file.to_string(),
         at: at.to_string(),
         object: queue,
+        labels,
+        annotations,
     });
     Ok(())
 }
+
+/// The only Queue version KAI Scheduler serves.
+const KAI_QUEUE_VERSION: &str = "scheduling.run.ai/v2";
+/// kubectl's copy of the last applied object: derived, never policy.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 fn describe(v: &Value) -> String {
     match v {
@@ -295,6 +367,8 @@ struct Queue {
     reclaim: Option<Duration>,
     /// Comments to print above each resource's line.
     comments: [Vec<String>; 3],
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
 }
 
 fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError> {
@@ -308,8 +382,18 @@ fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError
     {
         *slot = match spec.resources.get(kind) {
             None => {
+                // KAI reads an unset resource as Go's zero values, and a limit of 0 refuses every
+                // pod that asks for it (isOverLimit in capacity_policy/max_allowed_check.go):
+                // kept, so the policy schedules as the cluster did, and said out loud.
                 comments.push(format!(
-                    "spec.resources.{} was not set, which KAI reads as quota 0, limit 0, weight 0",
+                    "spec.resources.{} was not set, which KAI reads as quota 0, limit 0, weight 0: no pod that asks for {} can run here; drop this line to leave it ungoverned",
+                    kind.name(),
+                    kind.name()
+                ));
+                notes.push(format!(
+                    "{}: Queue \"{}\": spec.resources.{} was not set, which KAI reads as limit 0 (no pod that asks for it can run); imported as `limit=0`, which `check` warns about (KP0027)",
+                    source.file,
+                    source.object.metadata.name,
                     kind.name()
                 ));
                 Some(Governed {
@@ -345,6 +429,8 @@ fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError
         comments,
         file: source.file,
         at: source.at,
+        labels: source.labels,
+        annotations: source.annotations,
     })
 }
 
@@ -418,86 +504,6 @@ fn stored_units(value: f64, kind: ResourceKind) -> Result<(i64, bool), String> {
         Err(QuantityError::TooLarge(_)) => Err(format!("is {value}, too large")),
         Err(e) => Err(format!("is {value}: {e}")),
     }
-}
-
-/// Parses a Go duration (`1h30m0s`, `300s`, `1.5h`, `0`) into whole seconds.
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    let bad = || {
-        format!(
-            "is {text:?}, not a duration (Go's syntax, like \"1h30m0s\" or \"300s\", is expected)"
-        )
-    };
-    let mut rest = text.trim();
-    if let Some(r) = rest.strip_prefix('+') {
-        rest = r;
-    }
-    let negative = rest.starts_with('-');
-    if negative {
-        rest = &rest[1..];
-    }
-    if rest == "0" {
-        return Ok(Duration(0));
-    }
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    const UNITS: [(&str, u128); 8] = [
-        ("ns", 1),
-        ("us", 1_000),
-        ("\u{b5}s", 1_000),
-        ("\u{3bc}s", 1_000),
-        ("ms", 1_000_000),
-        ("s", 1_000_000_000),
-        ("m", 60_000_000_000),
-        ("h", 3_600_000_000_000),
-    ];
-    let mut nanos: u128 = 0;
-    while !rest.is_empty() {
-        let end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let (number, after) = rest.split_at(end);
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        if (whole.is_empty() && fraction.is_empty()) || whole.len() > 20 || fraction.len() > 20 {
-            return Err(bad());
-        }
-        let (unit, scale) = UNITS
-            .iter()
-            .filter(|(u, _)| after.starts_with(u))
-            .max_by_key(|(u, _)| u.len())
-            .ok_or_else(bad)?;
-        let whole: u128 = if whole.is_empty() {
-            0
-        } else {
-            whole.parse().map_err(|_| bad())?
-        };
-        let fraction_value: u128 = if fraction.is_empty() {
-            0
-        } else {
-            fraction.parse().map_err(|_| bad())?
-        };
-        let fraction_nanos = fraction_value * scale / 10u128.pow(fraction.len() as u32);
-        nanos = whole
-            .checked_mul(*scale)
-            .and_then(|n| n.checked_add(fraction_nanos))
-            .and_then(|n| n.checked_add(nanos))
-            .ok_or_else(bad)?;
-        rest = &after[unit.len()..];
-    }
-    if negative && nanos != 0 {
-        return Err(format!("is {text:?}, a negative duration"));
-    }
-    if !nanos.is_multiple_of(1_000_000_000) {
-        return Err(format!(
-            "is {text:?}, not a whole number of seconds (policy durations are whole seconds)"
-        ));
-    }
-    let seconds = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad())?;
-    let duration = Duration(seconds);
-    // The policy's own limit (ten years): what the checker would accept back.
-    quantity::parse_duration(&duration.to_string())
-        .map_err(|_| format!("is {text:?}, longer than a policy may state (ten years)"))?;
-    Ok(duration)
 }
 
 /// The queue tree: children in input order, roots in input order.
@@ -580,6 +586,39 @@ impl Tree {
     }
 }
 
+/// The parents whose children are promised more than the parent's own quota, as `check` counts
+/// it (KP0013: finite parent quota, children's governed quotas, an unlimited one counting as
+/// more): `"default-parent-queue" (gpu)`.
+fn oversubscribed(queues: &[Queue], tree: &Tree) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, q) in queues.iter().enumerate() {
+        let kinds: Vec<&str> = ResourceKind::ALL
+            .iter()
+            .filter(|&&kind| {
+                let Some(Governed { quota: Some(p), .. }) = q.resources[kind as usize] else {
+                    return false;
+                };
+                let quotas = tree.children[i]
+                    .iter()
+                    .filter_map(|&c| queues[c].resources[kind as usize].map(|g| g.quota));
+                let mut sum: i128 = 0;
+                for quota in quotas {
+                    match quota {
+                        Some(v) => sum += i128::from(v),
+                        None => return true,
+                    }
+                }
+                sum > i128::from(p)
+            })
+            .map(|k| k.name())
+            .collect();
+        if !kinds.is_empty() {
+            found.push(format!("{} ({})", kdl_string(&q.name), kinds.join(", ")));
+        }
+    }
+    found
+}
+
 /// A KDL string, always quoted.
 fn kdl_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
@@ -629,12 +668,23 @@ fn resource_line(kind: ResourceKind, g: &Governed) -> String {
     line
 }
 
-fn render(queues: &[Queue], tree: &Tree) -> String {
+fn render(queues: &[Queue], tree: &Tree, oversubscribed: &[String]) -> String {
     let mut lines: Vec<String> = vec![
         "// Imported by `kai-policy import` from KAI Queue objects.".into(),
         "// KAI queues carry no namespace rules: every leaf queue is open to all namespaces".into(),
         "// (`namespaces \"*\"`) until you list the namespaces whose pods belong to it.".into(),
     ];
+    if !oversubscribed.is_empty() {
+        lines.extend([
+            String::new(),
+            "// KAI lets children's quotas add up to more than their parent's, and these parents".into(),
+            format!("// rely on it: {}.", oversubscribed.join(", ")),
+            "// `allow` keeps that; give the parents a quota and remove the line to have it checked.".into(),
+            "cluster \"imported\" {".into(),
+            format!("{INDENT}oversubscription \"allow\""),
+            "}".into(),
+        ]);
+    }
     /// A step of the walk: open a queue at a depth (with the min-runtimes it inherits), or close one.
     enum Step {
         Open(usize, usize, [Option<Duration>; 2]),
@@ -708,6 +758,15 @@ fn render(queues: &[Queue], tree: &Tree) -> String {
         if !props.is_empty() {
             lines.push(format!("{inner}min-runtime {}", props.join(" ")));
         }
+        for (node, map) in [("labels", &q.labels), ("annotations", &q.annotations)] {
+            if !map.is_empty() {
+                let pairs: Vec<String> = map
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", kdl_string(k), kdl_string(v)))
+                    .collect();
+                lines.push(format!("{inner}{node} {}", pairs.join(" ")));
+            }
+        }
         let children = &tree.children[i];
         if children.is_empty() {
             lines.push(format!(
@@ -728,26 +787,6 @@ fn render(queues: &[Queue], tree: &Tree) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations_parse_to_whole_seconds() {
-        for (text, seconds) in [
-            ("1h30m0s", 5400),
-            ("300s", 300),
-            ("5m", 300),
-            ("1.5h", 5400),
-            ("0", 0),
-            ("0s", 0),
-            ("1500ms500ms", 2),
-            ("2h45m", 9900),
-            ("168h0m0s", 604_800),
-        ] {
-            assert_eq!(parse_go_duration(text), Ok(Duration(seconds)), "{text}");
-        }
-        for bad in ["", "5", "1.5s", "-5m", "5x", "h", "1e3s", "99999999999h"] {
-            assert!(parse_go_duration(bad).is_err(), "{bad} must be rejected");
-        }
-    }
 
     #[test]
     fn kai_amounts_become_stored_units_exactly() {

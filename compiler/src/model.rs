@@ -252,6 +252,10 @@ pub struct Queue {
     pub placement: Option<String>,
     /// Minimum runtimes, resolved through ancestors and the cluster.
     pub min_runtime: MinRuntime,
+    /// Labels of its Kubernetes object (such as KAI's `kai.scheduler/node-pool`); not inherited.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations of its Kubernetes object; not inherited.
+    pub annotations: std::collections::BTreeMap<String, String>,
     /// Where it is declared.
     pub origin: Origin,
 }

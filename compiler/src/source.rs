@@ -64,6 +64,13 @@ impl SourceSet {
         SourceSet { files }
     }
 
+    /// Appends a file after the policy's own (ids of the others do not change): the name of an
+    /// output a diagnostic is about.
+    pub fn push(&mut self, file: SourceFile) -> FileId {
+        self.files.push(file);
+        FileId(self.files.len() as u32 - 1)
+    }
+
     /// The file behind an id.
     pub fn get(&self, id: FileId) -> &SourceFile {
         &self.files[id.0 as usize]
@@ -106,21 +113,26 @@ pub enum LoadError {
 
 /// Reads every `*.kdl` file under `root` (recursively; `root` may also be one file).
 ///
-/// Files that break a limit or are not UTF-8 come back as diagnostics with an empty text, so one
-/// bad file never hides the others.
+/// Symbolic links to files and folders are followed (a folder reached twice, as through a link
+/// loop, is read once). Files that break a limit or are not UTF-8 come back as diagnostics with
+/// an empty text, so one bad file never hides the others; so does every path the walk could not
+/// read (a broken link, a loop, a `*.kdl` that is not a file), as a `KP0025` warning that names it.
 pub fn load_dir(root: &Path) -> Result<(SourceSet, Vec<Diagnostic>), LoadError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| LoadError::Io { path, source }
     };
     let meta = std::fs::metadata(root).map_err(io(root))?;
-    let mut paths = Vec::new();
+    let mut walk = Walk::default();
     if meta.is_file() {
-        paths.push(root.to_path_buf());
+        walk.files.push(root.to_path_buf());
     } else {
-        collect_kdl(root, &mut paths).map_err(io(root))?;
+        if let Ok(canonical) = root.canonicalize() {
+            walk.visited.insert(canonical);
+        }
+        walk.collect(root).map_err(io(root))?;
     }
-    if paths.is_empty() {
+    if walk.files.is_empty() {
         return Err(LoadError::Empty(root.to_path_buf()));
     }
     let base = if meta.is_file() {
@@ -128,14 +140,17 @@ pub fn load_dir(root: &Path) -> Result<(SourceSet, Vec<Diagnostic>), LoadError> 
     } else {
         root
     };
-    let mut named: Vec<(String, PathBuf)> = paths
+    let display = |p: &Path| display_path(&base.join(p.strip_prefix(base).unwrap_or(p)));
+    // A skipped path stays in the set as an empty file, so its warning can name it.
+    let mut named: Vec<(String, Result<PathBuf, String>)> = walk
+        .files
         .into_iter()
-        .map(|p| {
-            (
-                display_path(&base.join(p.strip_prefix(base).unwrap_or(&p))),
-                p,
-            )
-        })
+        .map(|p| (display(&p), Ok(p)))
+        .chain(
+            walk.skipped
+                .into_iter()
+                .map(|(p, why)| (display(&p), Err(why))),
+        )
         .collect();
     named.sort();
     let mut diagnostics = Vec::new();
@@ -155,12 +170,88 @@ pub fn load_dir(root: &Path) -> Result<(SourceSet, Vec<Diagnostic>), LoadError> 
     }
     let mut files = Vec::with_capacity(named.len());
     for (i, (display, path)) in named.into_iter().enumerate() {
-        let bytes = std::fs::read(&path).map_err(io(&path))?;
-        let (text, problem) = admit(FileId(i as u32), &display, bytes);
-        files.push(SourceFile::new(display, text));
-        diagnostics.extend(problem);
+        let id = FileId(i as u32);
+        match path {
+            Ok(path) => {
+                let bytes = std::fs::read(&path).map_err(io(&path))?;
+                let (text, problem) = admit(id, &display, bytes);
+                files.push(SourceFile::new(display, text));
+                diagnostics.extend(problem);
+            }
+            Err(why) => {
+                diagnostics.push(
+                    Diagnostic::warning(
+                        Code::SkippedPath,
+                        format!("{display} was not read: {why}"),
+                        Label::new(id, 0, 0),
+                    )
+                    .with_help("fix or remove it; any policy it was meant to hold is missing from this check"),
+                );
+                files.push(SourceFile::new(display, String::new()));
+            }
+        }
     }
     Ok((SourceSet::new(files), diagnostics))
+}
+
+/// What a walk of the policy folder found.
+#[derive(Default)]
+struct Walk {
+    files: Vec<PathBuf>,
+    /// Paths not read, and why.
+    skipped: Vec<(PathBuf, String)>,
+    /// Folders already walked (canonical paths): the loop guard for symbolic links.
+    visited: std::collections::HashSet<PathBuf>,
+}
+
+impl Walk {
+    fn collect(&mut self, dir: &Path) -> std::io::Result<()> {
+        let mut entries: Vec<std::fs::DirEntry> =
+            std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            // Hidden folders (`.git`, editors' state) are not policy; hidden files neither.
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let is_kdl = path.extension().is_some_and(|e| e == "kdl");
+            let mut kind = entry.file_type()?;
+            if kind.is_symlink() {
+                match std::fs::metadata(&path) {
+                    Ok(target) => kind = target.file_type(),
+                    Err(e) => {
+                        let target = display_path(&std::fs::read_link(&path).unwrap_or_default());
+                        let why = match e.kind() {
+                            std::io::ErrorKind::NotFound => {
+                                format!("it is a symbolic link to `{target}`, which does not exist")
+                            }
+                            _ => format!(
+                                "it is a symbolic link to `{target}`, which cannot be read ({e})"
+                            ),
+                        };
+                        self.skipped.push((path, why));
+                        continue;
+                    }
+                }
+            }
+            if kind.is_dir() {
+                if self.visited.insert(path.canonicalize()?) {
+                    self.collect(&path)?;
+                } else {
+                    let why = "it leads to a folder that is already read (a symbolic link loop, \
+                               or a second link to one folder)";
+                    self.skipped.push((path, why.to_string()));
+                }
+            } else if is_kdl && kind.is_file() {
+                self.files.push(path);
+            } else if is_kdl {
+                self.skipped
+                    .push((path, "it is not a regular file".to_string()));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Applies the per-file limits to raw bytes: the text to parse and, if it broke a limit, why.
@@ -193,21 +284,6 @@ pub fn admit(file: FileId, path: &str, bytes: Vec<u8>) -> (String, Option<Diagno
             (text, Some(d))
         }
     }
-}
-
-fn collect_kdl(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let kind = entry.file_type()?;
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if kind.is_dir() && !hidden {
-            collect_kdl(&path, out)?;
-        } else if kind.is_file() && path.extension().is_some_and(|e| e == "kdl") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// The path as the user typed it (relative paths stay relative), with `/` separators and no `./`.

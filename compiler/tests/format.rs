@@ -274,7 +274,8 @@ fn assert_canonical(text: &str) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        // PROPTEST_CASES raises it (proptest reads it into the default config).
+        cases: ProptestConfig::default().cases.max(256),
         // Integration tests have no lib.rs beside them for proptest's regression files.
         failure_persistence: None,
         ..ProptestConfig::default()

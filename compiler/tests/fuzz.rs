@@ -1,6 +1,7 @@
 //! Hostile input never breaks the checker: property-based fuzzing of `source::admit` + `check`.
 //!
-//! Three properties, each run for `KAI_FUZZ_CASES` cases (default 1,000):
+//! Three properties, each run for `KAI_FUZZ_CASES` cases (default 1,000; `PROPTEST_CASES`
+//! raises it too):
 //! - `arbitrary_bytes`: any bytes as a policy file;
 //! - `kdl_soup`: files built from KDL and policy-language tokens, and small policies with a
 //!   random queue tree (bad names, cycles, duplicates, extreme quantities, deep nesting);
@@ -222,12 +223,14 @@ fn show(files: &Files) -> String {
 }
 
 fn cases() -> u32 {
-    match std::env::var("KAI_FUZZ_CASES") {
+    let own = match std::env::var("KAI_FUZZ_CASES") {
         Ok(v) => v
             .parse()
             .unwrap_or_else(|_| panic!("KAI_FUZZ_CASES must be a number, not {v:?}")),
         Err(_) => 1_000,
-    }
+    };
+    // `PROPTEST_CASES` raises every property in the workspace at once, these too.
+    own.max(ProptestConfig::default().cases)
 }
 
 fn seed() -> u64 {

@@ -410,7 +410,8 @@ fn objects(shapes: &[Shape]) -> Vec<QueueObject> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 128,
+        // PROPTEST_CASES raises it (proptest reads it into the default config).
+        cases: ProptestConfig::default().cases.max(128),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -429,13 +430,18 @@ proptest! {
         };
         let imported = import(&[("random.yaml", &yaml)])
             .map_err(|e| TestCaseError::fail(format!("{e}\n{yaml}")))?;
-        prop_assert!(imported.notes.is_empty(), "amounts are exact: {:?}", imported.notes);
+        // The only note a random tree may earn is that children are promised more than their
+        // parent, which KAI allows.
+        let notes: Vec<&String> =
+            imported.notes.iter().filter(|n| !n.contains("children's quotas add up")).collect();
+        prop_assert!(notes.is_empty(), "amounts are exact: {:?}", notes);
         prop_assert_eq!(format(&imported.kdl).unwrap(), imported.kdl.clone());
-        // KAI lets children's quotas add up to more than their parent's; the policy must say so.
-        let rebuilt = build(&[
-            ("0-cluster.kdl", "cluster \"c\" { oversubscription \"allow\" }"),
-            ("imported.kdl", &imported.kdl),
-        ]);
+        // KAI lets children's quotas add up to more than their parent's: the import says so
+        // itself (it used to need a prelude here), so its policy checks on its own.
+        let rebuilt = build(&[("imported.kdl", &imported.kdl)]);
         prop_assert_eq!(meaning(&rebuilt), meaning(&original), "imported:\n{}", imported.kdl);
+        for q in &rebuilt {
+            prop_assert_eq!(q.metadata.labels.get("team").map(String::as_str), Some("x"), "labels carried");
+        }
     }
 }

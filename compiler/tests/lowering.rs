@@ -37,7 +37,7 @@ fn every_notation() -> Artifacts {
             gpu quota=#inf limit=#inf weight=0.25
             cpu quota="1500m" limit=400
             memory quota="2G" limit="1.5Ti"
-            queue "half" { gpu quota=0.5 limit=1.25; memory quota=1e9; namespaces "on" "12-30"; }
+            queue "half" { gpu quota=0.5 limit=1.25; memory quota=1e9; namespaces "on" "12-30"; labels "kai.scheduler/node-pool"="pool-a" "team"="true"; annotations "example.com/owner"="ML infra: #ml-infra"; }
             queue "open" { namespaces "*"; min-runtime reclaim="1h30m" }
         }
         "#,
@@ -47,7 +47,7 @@ fn every_notation() -> Artifacts {
 /// KAI's Queue schema, made strict: every object that lists its properties rejects others, so a
 /// misspelt field fails here instead of being pruned silently by the API server.
 fn kai_queue_schema() -> Value {
-    let path = repo().join("../shared/kai-crds/scheduling.run.ai_queues.yaml");
+    let path = repo().join("schemas/kai/scheduling.run.ai_queues.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let crd: Value = serde_saphyr::from_str(&text).expect("CRD parses");
     let version = crd["spec"]["versions"]
@@ -131,6 +131,19 @@ fn units_are_kais_and_every_resource_is_explicit() {
         Some("1m30s"),
         "inherited from the cluster"
     );
+}
+
+/// `labels` and `annotations` reach the Queue object (KAI's node-pool label decides which
+/// scheduler shard sees the queue), beside kai-policy's own label, and nowhere else.
+#[test]
+fn labels_and_annotations_lower_to_the_queue_object() {
+    let a = every_notation();
+    insta::assert_snapshot!(
+        "labelled-queue.yaml",
+        kai_policy_compiler::lower::yaml_stream(&a.queues[1..2]).unwrap()
+    );
+    assert!(a.queues[0].metadata.annotations.is_empty(), "not inherited");
+    assert_eq!(a.queues[0].metadata.labels.len(), 1, "only managed-by");
 }
 
 #[test]

@@ -7,6 +7,10 @@
 //!   fractional-GPU, some with several GPUs). The figures of the speed goals.
 //! - **reclaim**: `N` full nodes running preemptible pods of queues above their fair share, and
 //!   one pending gang of `P` one-GPU pods in a starved queue; the cycle must evict to make room.
+//! - **steady**: the shape KAI users report as slow (4,000 nodes, 140,000 pods): `N` nodes with
+//!   7 of 8 GPUs in use by running pods of half the leaf queues (far above their quotas), and a
+//!   pending backlog of `P / 7` pods in gangs, mostly in the other half (below their fair share),
+//!   so allocate, consolidate, reclaim and preempt all have work every cycle.
 //!
 //! Same arguments, same cluster: the only source of variety is a small PRNG seeded with `--seed`.
 //! Generating the cluster and checking its policy are not timed.
@@ -43,7 +47,7 @@ const MAX_PODS: usize = 1_000_000;
 const MAX_CYCLES: usize = 1_000;
 
 /// Output formats of `bench`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BenchFormat {
     /// A table for a terminal.
     Human,
@@ -52,37 +56,44 @@ pub enum BenchFormat {
 }
 
 /// What the benchmark times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
     /// Empty nodes, many pending gangs: the allocate action at scale.
     Allocate,
     /// Full nodes, one pending gang of a starved queue: the reclaim action.
     Reclaim,
+    /// A busy cluster's steady state: nodes mostly full, a pending backlog across many queues,
+    /// many of them below their fair share, so every action is tried every cycle.
+    Steady,
+}
+
+impl Scenario {
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Allocate => "allocate",
+            Scenario::Reclaim => "reclaim",
+            Scenario::Steady => "steady",
+        }
+    }
 }
 
 /// `kai-scheduler bench`: generates a synthetic cluster and times scheduling cycles.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone)]
 pub struct BenchArgs {
     /// Nodes, 8 GPUs each [default: 5000; reclaim: 1000].
-    #[arg(long)]
     pub nodes: Option<usize>,
     /// Pending pods [default: 10 per node; reclaim: a gang of 250].
-    #[arg(long)]
     pub pods: Option<usize>,
     /// Queues in a 3-level tree [default: one per 5 nodes, at least 3; reclaim: 100].
-    #[arg(long)]
     pub queues: Option<usize>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = BenchFormat::Human)]
     pub format: BenchFormat,
     /// Cycles (and first-fit passes) to time; the median is reported.
-    #[arg(long, default_value_t = 3)]
     pub cycles: usize,
     /// Seed of the cluster generator.
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// What to time.
-    #[arg(long, value_enum, default_value_t = Scenario::Allocate)]
     pub scenario: Scenario,
 }
 
@@ -130,6 +141,15 @@ impl Shape {
                 args.pods.unwrap_or(250),
                 args.queues.unwrap_or(100),
             ),
+            Scenario::Steady => {
+                let nodes = args.nodes.unwrap_or(4_000);
+                (
+                    nodes,
+                    args.pods
+                        .unwrap_or(nodes.saturating_mul(STEADY_PODS_PER_NODE)),
+                    args.queues.unwrap_or(1_000),
+                )
+            }
         };
         let shape = Shape {
             nodes,
@@ -155,7 +175,7 @@ impl Shape {
             ));
         }
         let least = match scenario {
-            Scenario::Allocate => 3,
+            Scenario::Allocate | Scenario::Steady => 3,
             // Three for the starved queue's branch, three for the queues it reclaims from.
             Scenario::Reclaim => 6,
         };
@@ -175,9 +195,23 @@ impl Shape {
                 ));
             }
         }
+        if scenario == Scenario::Steady {
+            let most = self.nodes.saturating_mul(STEADY_MAX_RUNNING_PER_NODE) * 7 / 6;
+            if self.pods > most {
+                return Err(format!(
+                    "the steady scenario runs at most {STEADY_MAX_RUNNING_PER_NODE} pods per node (with a backlog of a sixth more): --pods must be at most {most} for {} nodes, not {}",
+                    self.nodes, self.pods
+                ));
+            }
+        }
         Ok(())
     }
 }
+
+/// Pods per node of the steady scenario by default (140,000 on 4,000 nodes).
+const STEADY_PODS_PER_NODE: usize = 35;
+/// The most running pods the steady scenario puts on one node.
+const STEADY_MAX_RUNNING_PER_NODE: usize = 40;
 
 /// A generated cluster with its checked policy.
 #[derive(Debug, Clone)]
@@ -210,13 +244,13 @@ pub struct Report {
     pub pods_per_second: f64,
     /// Median wall time of the bare first-fit pass over the same pending pods.
     pub first_fit_ms: f64,
-    /// `reclaim` for the reclaim scenario.
+    /// `reclaim` or `steady` for those scenarios.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario: Option<&'static str>,
-    /// Reclaim: pods evicted.
+    /// Reclaim and steady: pods evicted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evicted: Option<usize>,
-    /// Reclaim: pods nominated onto resources their victims release.
+    /// Reclaim and steady: pods nominated onto resources their victims release.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nominated: Option<usize>,
     /// Pods the first-fit pass binds (not serialized).
@@ -259,6 +293,7 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
     let synthetic = match scenario {
         Scenario::Allocate => allocate_cluster(shape)?,
         Scenario::Reclaim => reclaim_cluster(shape)?,
+        Scenario::Steady => steady_cluster(shape)?,
     };
     let generate_ms = ms(started);
     let cycle = Cycle {
@@ -291,9 +326,9 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
     let cycle_ms = median(&mut cycle_times);
     let bound = match scenario {
         Scenario::Allocate => counts.bound,
-        Scenario::Reclaim => counts.bound + counts.nominated,
+        Scenario::Reclaim | Scenario::Steady => counts.bound + counts.nominated,
     };
-    let reclaim = scenario == Scenario::Reclaim;
+    let evicting = scenario != Scenario::Allocate;
     Ok(Report {
         nodes: shape.nodes,
         pods: synthetic
@@ -311,9 +346,9 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
             0.0
         },
         first_fit_ms: round3(median(&mut first_fit_times)),
-        scenario: reclaim.then_some("reclaim"),
-        evicted: reclaim.then_some(counts.evicted),
-        nominated: reclaim.then_some(counts.nominated),
+        scenario: evicting.then_some(scenario.name()),
+        evicted: evicting.then_some(counts.evicted),
+        nominated: evicting.then_some(counts.nominated),
         first_fit_bound,
         cycle_range_ms: (
             round3(cycle_times.iter().copied().fold(f64::INFINITY, f64::min)),
@@ -372,11 +407,12 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn human(r: &Report, shape: &Shape, scenario: Scenario) -> String {
     let mut out = String::new();
-    let name = match scenario {
-        Scenario::Allocate => "allocate",
-        Scenario::Reclaim => "reclaim",
-    };
-    let _ = writeln!(out, "kai-scheduler bench: {name}, seed {}", shape.seed);
+    let _ = writeln!(
+        out,
+        "kai-scheduler bench: {}, seed {}",
+        scenario.name(),
+        shape.seed
+    );
     let row = |out: &mut String, k: &str, v: String| {
         let _ = writeln!(out, "  {k:<16} {v}");
     };
@@ -397,7 +433,7 @@ fn human(r: &Report, shape: &Shape, scenario: Scenario) -> String {
     );
     let placed = match scenario {
         Scenario::Allocate => "bound",
-        Scenario::Reclaim => "placed",
+        Scenario::Reclaim | Scenario::Steady => "placed",
     };
     row(
         &mut out,
@@ -731,6 +767,7 @@ fn nodes(count: usize) -> Vec<Node> {
                 memory: MEMORY_PER_NODE,
             },
             unschedulable: false,
+            ..Default::default()
         })
         .collect()
 }
@@ -806,6 +843,7 @@ fn push_gang(
             started: None,
             termination_grace_seconds: 30,
             terminating: false,
+            ..Default::default()
         });
     }
     snapshot.groups.push(PodGroup {
@@ -815,6 +853,7 @@ fn push_gang(
         queue: Some(queue.to_string()),
         priority_class: Some(class.to_string()),
         created,
+        ..Default::default()
     });
 }
 
@@ -955,6 +994,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 started: Some(created + 10),
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Default::default()
             });
         }
         snapshot.groups.push(PodGroup {
@@ -964,6 +1004,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
             queue: Some(queue),
             priority_class: Some(class.to_string()),
             created,
+            ..Default::default()
         });
         filled += size;
         job += 1;
@@ -977,6 +1018,102 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
         (1000, false, 8_000, 64 * GIB),
         now - 60,
     );
+    Ok(Synthetic {
+        snapshot,
+        policy,
+        files,
+        now,
+    })
+}
+
+/// The steady scenario (see the module comment). Every node runs the same mix, 7 of its 8 GPUs
+/// in use: six one-GPU pods, four quarter-GPU pods sharing one device, and one-core CPU pods for
+/// the rest of its share of running pods; 9 in 10 running pods are preemptible. Running pods
+/// belong to the first half of the leaf queues (in tree order), so those are far above their
+/// quotas; the pending backlog (gangs of 1-8) goes 4 times in 5 to the other half, which run
+/// nothing and sit below their fair share.
+pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
+    shape.validate(Scenario::Steady)?;
+    let mut rng = Rng::salted(shape.seed, BENCH_SALT);
+    let capacity = shape.nodes as i64 * GPUS_PER_NODE * 1000;
+    let tree = tree(&mut rng, "d", shape.queues, capacity * 8 / 10);
+    let files = policy_files(shape.nodes, &[&tree]);
+    let policy = checked(&files)?;
+    let now: Time = 100_000;
+    let running = shape.pods * 6 / 7;
+    let per_node = running
+        .div_ceil(shape.nodes)
+        .min(STEADY_MAX_RUNNING_PER_NODE);
+    let (rich, poor) = tree.leaves.split_at(tree.leaves.len().div_ceil(2));
+    let mut snapshot = Snapshot {
+        nodes: nodes(shape.nodes),
+        pods: Vec::with_capacity(shape.pods),
+        groups: Vec::new(),
+    };
+    let mut placed = 0;
+    'nodes: for n in 0..shape.nodes {
+        for slot in 0..per_node {
+            if placed == running {
+                break 'nodes;
+            }
+            let (gpu, fractional, cpu, memory) = match slot {
+                0..=5 => (1000, false, 12_000, 96 * GIB),
+                6..=9 => (250, true, 4_000, 32 * GIB),
+                _ => (0, false, 1_000, 4 * GIB),
+            };
+            let queue = tree.queues[rich[rng.below(rich.len())]].name.clone();
+            let class = if rng.chance(10) { "inference" } else { "train" };
+            let name = format!("run-{placed:06}");
+            let created = now - 3_600 - rng.below(7_200) as Time;
+            snapshot.pods.push(Pod {
+                namespace: queue.clone(),
+                name: name.clone(),
+                group: Some(name.clone()),
+                queue: Some(queue.clone()),
+                priority_class: Some(class.to_string()),
+                request: Amounts { gpu, cpu, memory },
+                fractional,
+                node: Some(snapshot.nodes[n].name.clone()),
+                created,
+                started: Some(created + 10),
+                termination_grace_seconds: 30,
+                terminating: false,
+                ..Pod::default()
+            });
+            snapshot.groups.push(PodGroup {
+                namespace: queue.clone(),
+                name,
+                min_member: 1,
+                queue: Some(queue),
+                priority_class: Some(class.to_string()),
+                created,
+                ..PodGroup::default()
+            });
+            placed += 1;
+        }
+    }
+    let mut gang = 0;
+    while snapshot.pods.len() < shape.pods {
+        let size = rng.between(1, 8).min(shape.pods - snapshot.pods.len());
+        let pool = if poor.is_empty() || rng.chance(20) {
+            rich
+        } else {
+            poor
+        };
+        let leaf = &tree.queues[pool[rng.below(pool.len())]].name;
+        let class = priority_class(&mut rng);
+        let pod = pod_shape(&mut rng);
+        push_gang(
+            &mut snapshot,
+            leaf,
+            format!("job-{gang:06}"),
+            size,
+            class,
+            pod,
+            now - 600 + (gang % 600) as Time,
+        );
+        gang += 1;
+    }
     Ok(Synthetic {
         snapshot,
         policy,

@@ -13,7 +13,7 @@ pub type Amounts = PerResource<i64>;
 pub type Time = u64;
 
 /// A node that pods can run on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     /// Object name.
     pub name: String,
@@ -23,6 +23,156 @@ pub struct Node {
     pub allocatable: Amounts,
     /// `spec.unschedulable` (cordoned): running pods stay, new pods do not come.
     pub unschedulable: bool,
+    /// The `Ready` condition is not `True` (or is missing from a node that reports conditions).
+    pub not_ready: bool,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
+    /// Every other allocatable resource (`ephemeral-storage`, `hugepages-*`, `nvidia.com/mig-*`,
+    /// `rdma/*`, …) in whole units (bytes for storage and hugepages), rounded down.
+    pub extended: BTreeMap<String, i64>,
+    /// `status.allocatable.pods`: how many pods may run on it; `None`: not reported.
+    pub max_pods: Option<u32>,
+}
+
+/// What a taint does to pods that do not tolerate it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TaintEffect {
+    /// New pods are not placed there.
+    #[default]
+    NoSchedule,
+    /// New pods avoid it when another node will do.
+    PreferNoSchedule,
+    /// New pods are not placed there, and running ones are evicted (by Kubernetes, not us).
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The effect as Kubernetes spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// A node taint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Taint {
+    /// Key.
+    pub key: String,
+    /// Value (may be empty).
+    pub value: String,
+    /// Effect.
+    pub effect: TaintEffect,
+}
+
+/// A pod toleration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Toleration {
+    /// Key; empty with `exists` tolerates every taint.
+    pub key: String,
+    /// `operator: Exists` (any value); otherwise `Equal`.
+    pub exists: bool,
+    /// Value compared with `Equal`.
+    pub value: String,
+    /// The effect tolerated; `None`: every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+/// How a label requirement compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    /// The value is one of `values`.
+    In,
+    /// The label is missing or its value is none of `values`.
+    NotIn,
+    /// The label is set.
+    Exists,
+    /// The label is not set.
+    DoesNotExist,
+    /// The value, as an integer, is greater than the one value given.
+    Gt,
+    /// The value, as an integer, is less than the one value given.
+    Lt,
+}
+
+/// One requirement on a label (or, in `matchFields`, on `metadata.name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// Label key (or field path).
+    pub key: String,
+    /// Operator.
+    pub operator: Operator,
+    /// Values.
+    pub values: Vec<String>,
+}
+
+/// One `nodeSelectorTerm`: every requirement must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSelectorTerm {
+    /// `matchExpressions` on node labels.
+    pub expressions: Vec<Requirement>,
+    /// `matchFields` (only `metadata.name` exists).
+    pub fields: Vec<Requirement>,
+}
+
+/// A label selector over pods (`matchLabels` and `matchExpressions` together).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    /// `matchLabels`.
+    pub labels: BTreeMap<String, String>,
+    /// `matchExpressions` (`In`, `NotIn`, `Exists`, `DoesNotExist`).
+    pub expressions: Vec<Requirement>,
+}
+
+/// A required inter-pod (anti-)affinity term.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodAffinityTerm {
+    /// Which pods it is about.
+    pub selector: LabelSelector,
+    /// The namespaces those pods are in; empty: the pod's own namespace.
+    pub namespaces: Vec<String>,
+    /// The node label that defines "together" (hostname, zone, …).
+    pub topology_key: String,
+}
+
+/// A host port a container binds on its node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HostPort {
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    /// `hostIP`; empty (or `0.0.0.0`) means every address.
+    pub ip: String,
+    /// The port.
+    pub port: i32,
+}
+
+/// Where a pod may go, beyond its resources: what the node filters read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Constraints {
+    /// `spec.tolerations`.
+    pub tolerations: Vec<Toleration>,
+    /// `spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: terms ORed; empty: none.
+    pub required_terms: Vec<NodeSelectorTerm>,
+    /// Preferred node affinity: `(weight, term)`.
+    pub preferred_terms: Vec<(i32, NodeSelectorTerm)>,
+    /// Required inter-pod affinity terms.
+    pub pod_affinity: Vec<PodAffinityTerm>,
+    /// Required inter-pod anti-affinity terms.
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    /// Host ports of its containers.
+    pub host_ports: Vec<HostPort>,
+}
+
+impl Constraints {
+    /// Whether any inter-pod (anti-)affinity term is set.
+    pub fn has_pod_terms(&self) -> bool {
+        !self.pod_affinity.is_empty() || !self.pod_anti_affinity.is_empty()
+    }
 }
 
 impl Node {
@@ -33,7 +183,7 @@ impl Node {
 }
 
 /// A pod, bound (`node` set) or pending.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pod {
     /// Namespace.
     pub namespace: String,
@@ -41,15 +191,35 @@ pub struct Pod {
     pub name: String,
     /// Pod group name from the `pod-group-name` annotation; `None`: a group of one.
     pub group: Option<String>,
-    /// Queue named by the policy's queue label, if the pod names one.
+    /// Queue named by the policy's queue label (on its top owner, else on the pod).
     pub queue: Option<String>,
     /// `spec.priorityClassName`.
     pub priority_class: Option<String>,
-    /// Requests summed over containers. GPU: whole devices × 1000, or for a fractional pod
-    /// its fraction of one device (`gpu-fraction: 0.5` is 500).
+    /// The `priorityClassName` label (on its top owner, else on the pod): KAI's documented way
+    /// to set a priority; used only when the policy declares the class.
+    pub priority_label: Option<String>,
+    /// The `kai.scheduler/preemptibility` label: `Some(true)` preemptible, `Some(false)` not.
+    pub preemptibility: Option<bool>,
+    /// Labels (inter-pod affinity selects on them).
+    pub labels: BTreeMap<String, String>,
+    /// Requests summed over containers, plus `spec.overhead`. GPU: whole devices × 1000, or for
+    /// a shared pod its share of all its devices (`gpu-fraction: 0.5` on 2 devices is 1000).
     pub request: Amounts,
-    /// Whether the GPU request is a fraction of one shared device (`gpu-fraction` annotation).
+    /// Every other requested resource (`ephemeral-storage`, `hugepages-*`, `nvidia.com/mig-*`,
+    /// `rdma/*`, …) in whole units, rounded up.
+    pub extended: BTreeMap<String, i64>,
+    /// Whether the GPU request is shared devices (`gpu-fraction` or `gpu-memory` annotation).
     pub fractional: bool,
+    /// How many devices a shared pod spreads its request over (`gpu-fraction-num-devices`); 0
+    /// or 1: one.
+    pub shared_devices: u32,
+    /// `gpu-memory` in MiB: a shared pod only goes where one device has at least this much.
+    pub gpu_memory: Option<i64>,
+    /// Scheduled by another scheduler (`spec.schedulerName`): never a job, never moved or
+    /// evicted; what it holds is used on its node.
+    pub foreign: bool,
+    /// Where it may go beyond its resources.
+    pub constraints: Constraints,
     /// `spec.nodeName`.
     pub node: Option<String>,
     /// Creation time.
@@ -67,16 +237,22 @@ impl Pod {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// GPU thousandths taken on each device of a shared pod.
+    pub fn share_per_device(&self) -> i64 {
+        self.request.gpu / i64::from(self.shared_devices.max(1))
+    }
 }
 
-/// A KAI `PodGroup` (`scheduling.run.ai/v2alpha2`): a gang of pods placed all or none.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A KAI `PodGroup` (`scheduling.run.ai/v2alpha2`), or the group KAI's pod-grouper would
+/// make for pods of one top owner: a gang of pods placed all or none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodGroup {
     /// Namespace.
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// `spec.minMember`: how many pods must run for the job to run at all.
+    /// `spec.minMember`: how many pods must run for the job to run at all (0: no gang rule).
     pub min_member: u32,
     /// `spec.queue`.
     pub queue: Option<String>,
@@ -84,6 +260,23 @@ pub struct PodGroup {
     pub priority_class: Option<String>,
     /// Creation time (orders jobs of equal priority).
     pub created: Time,
+    /// `spec.preemptibility`: overrides the priority class's rule when set.
+    pub preemptible: Option<bool>,
+    /// `spec.stalenessGracePeriod` in seconds (negative: never stale).
+    pub staleness_grace: Option<i64>,
+    /// The `kai.scheduler/stale-podgroup-timestamp` annotation, on the scheduler's clock.
+    pub stale_since: Option<Time>,
+    /// `spec.preemptionDelay` in seconds.
+    pub preemption_delay: Option<u64>,
+    /// Pods of the group that finished with phase `Succeeded`.
+    pub succeeded: u32,
+    /// `spec.topologyConstraint` (or the owner's annotations): node label the gang must share.
+    pub topology_required: Option<String>,
+    /// Node label the gang should share.
+    pub topology_preferred: Option<String>,
+    /// For a group built from a top owner: KAI's default priority class for its kind
+    /// (`inference` for Deployments); `None` for PodGroup objects.
+    pub kind_priority: Option<String>,
 }
 
 /// Everything one cycle looks at.

@@ -5,8 +5,6 @@ use std::fmt;
 
 use kai_policy_compiler::quantity::ResourceKind;
 
-use crate::cluster::Amounts;
-
 /// One decision of a cycle.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -135,10 +133,28 @@ pub enum Reason {
         /// What the job asks for.
         requested: i64,
     },
-    /// No node (or set of nodes) has room.
+    /// No node (or set of nodes) has room now; evicting or moving pods might make some.
     NoNodeFits {
-        /// The node closest to fitting one pod, and what it lacks.
-        closest: Option<(String, Amounts)>,
+        /// Nodes in the cluster.
+        nodes: u32,
+        /// What the filters found, one count per reason, most frequent first: "8 lack 4 GPU
+        /// (most free: 3)", "1 is not ready".
+        found: Vec<String>,
+    },
+    /// No node passes the pod's filters that free resources cannot change (readiness, taints,
+    /// node selector and affinity): nothing will fit until the cluster or the pod changes.
+    NoNodeMatches {
+        /// Nodes in the cluster.
+        nodes: u32,
+        /// What the filters found, as in [`Reason::NoNodeFits`].
+        found: Vec<String>,
+    },
+    /// A pod asks for more than any node it may use has, even empty.
+    LargerThanAnyNode {
+        /// What one pod needs, as people say it ("16 GPU").
+        needs: String,
+        /// The most any such node has ("8 GPU").
+        largest: String,
     },
     /// A required topology domain with enough room for the whole gang does not exist.
     NoTopologyDomain {
@@ -161,6 +177,16 @@ pub enum Reason {
         /// The queue.
         queue: String,
     },
+    /// Evicting would make room, but the jobs that would have to go are inside their
+    /// min-runtime.
+    MinRuntime {
+        /// `reclaim` or `preempt`.
+        action: &'static str,
+        /// The queue of the protected jobs.
+        queue: String,
+        /// Seconds until the last of them may go.
+        remaining: u64,
+    },
     /// The priority class is not declared by the policy.
     UnknownPriorityClass {
         /// The name given.
@@ -168,7 +194,8 @@ pub enum Reason {
     },
 }
 
-fn amount(v: i64, kind: ResourceKind) -> String {
+/// An amount as people say it: "4 GPU", "500m CPU", "16Gi memory".
+pub fn amount(v: i64, kind: ResourceKind) -> String {
     let n = kai_policy_compiler::quantity::format_quantity(v, kind);
     match kind {
         ResourceKind::Gpu => format!("{n} GPU"),
@@ -226,21 +253,21 @@ impl fmt::Display for Reason {
                 amount(*requested, *resource),
                 amount(*quota, *resource)
             ),
-            Reason::NoNodeFits { closest: None } => write!(f, "no node fits the job"),
-            Reason::NoNodeFits {
-                closest: Some((node, lacking)),
-            } => {
-                let missing: Vec<String> = ResourceKind::ALL
-                    .into_iter()
-                    .filter(|&k| *lacking.get(k) > 0)
-                    .map(|k| amount(*lacking.get(k), k))
-                    .collect();
-                write!(
-                    f,
-                    "no node fits the job; the closest, {node}, lacks {}",
-                    missing.join(" and ")
-                )
+            Reason::NoNodeFits { nodes, found } if found.is_empty() => {
+                write!(f, "0/{nodes} nodes fit")
             }
+            Reason::NoNodeFits { nodes, found } => {
+                write!(f, "0/{nodes} nodes fit: {}", found.join(", "))
+            }
+            Reason::NoNodeMatches { nodes, found } => write!(
+                f,
+                "0/{nodes} nodes match the pod: {}; change the pod's tolerations, nodeSelector or affinity, or the nodes",
+                found.join(", ")
+            ),
+            Reason::LargerThanAnyNode { needs, largest } => write!(
+                f,
+                "needs {needs} on one node; the largest node it may use has {largest}"
+            ),
             Reason::NoTopologyDomain { label, pods } => write!(
                 f,
                 "no single {label} domain has room for all {pods} pods of the gang (required topology)"
@@ -255,6 +282,15 @@ impl fmt::Display for Reason {
                 f,
                 "waiting behind {jobs} job{} of queue {queue} that went first",
                 if *jobs == 1 { "" } else { "s" }
+            ),
+            Reason::MinRuntime {
+                action,
+                queue,
+                remaining,
+            } => write!(
+                f,
+                "{action} would make room from queue {queue}, but the jobs it needs are inside their {action} min-runtime for another {}",
+                kai_policy_compiler::quantity::Duration(*remaining)
             ),
             Reason::UnknownPriorityClass { name } => {
                 write!(f, "priority class {name} is not declared by the policy")

@@ -14,21 +14,34 @@
 //!
 //! What a pod asks for follows Kubernetes: per container, a resource's request, or its limit when
 //! only a limit is set (GPUs are usually given as limits); summed over containers and sidecars,
-//! and raised to the largest init container's where that is more; pod-level requests win. Pods that have finished (phase `Succeeded` or
-//! `Failed`) hold nothing and are skipped, as are pending pods that name another scheduler.
+//! and raised to the largest init container's where that is more; pod-level requests win;
+//! `spec.overhead` is added. Pods that have finished hold nothing (a `Succeeded` one is counted
+//! for its group); pending pods that name another scheduler are skipped; bound ones are kept as
+//! used capacity ([`crate::cluster::Pod::foreign`]).
+//!
+//! **One odd object never rejects the file.** An object that cannot be read is skipped with a
+//! note naming it and the field; quantities Kubernetes accepts but we store more coarsely
+//! (`cpu: 1u`) are rounded (requests up, allocatable down). Only text that is not YAML or JSON
+//! at all, or that breaches the reader's budgets, rejects the file.
+//!
+//! **Groups.** Pods join PodGroups through the `pod-group-name` annotation, or else through
+//! their top owner as KAI's pod-grouper does (`owners`).
 
-use std::collections::BTreeSet;
+mod objects;
+mod owners;
+pub mod quantity;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Container, Node as K8sNode, Pod as K8sPod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
 use k8s_openapi::jiff::Timestamp;
-use kai_policy_compiler::quantity::{ResourceKind, parse_quantity};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cluster::{Amounts, Node, Pod, PodGroup, Snapshot, Time};
+use crate::cluster::{PodGroup, Snapshot, Time};
+use objects::PodRead;
 
 /// The annotation that makes a pod use a fraction of one GPU device (KAI's name).
 pub const GPU_FRACTION_ANNOTATION: &str = "gpu-fraction";
@@ -124,7 +137,8 @@ struct PodGroupObject {
 struct Metadata {
     name: Option<String>,
     namespace: Option<String>,
-    creation_timestamp: Option<String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -133,15 +147,145 @@ struct PodGroupSpec {
     min_member: Option<i64>,
     queue: Option<String>,
     priority_class_name: Option<String>,
+    preemptibility: Option<String>,
+    preemption_delay: Option<String>,
+    staleness_grace_period: Option<String>,
+    topology_constraint: Option<TopologyConstraint>,
 }
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TopologyConstraint {
+    required_topology_level: Option<String>,
+    preferred_topology_level: Option<String>,
+}
+
+/// KAI's annotation that records when a PodGroup went stale
+/// (`pkg/scheduler/api/podgroup_info/job_info.go`).
+pub const STALE_ANNOTATION: &str = "kai.scheduler/stale-podgroup-timestamp";
 
 /// One object of the file, typed, with where it came from.
 enum Object {
     Node(Box<K8sNode>),
-    Pod(Box<K8sPod>),
-    PodGroup(PodGroupObject, Option<Timestamp>),
-    /// Not ours: why.
-    Skipped(String),
+    Pod(Box<K8sPod>, Option<owners::OwnerRef>),
+    PodGroup(Box<PodGroupObject>, Option<Timestamp>),
+}
+
+/// The reader's budgets for a file of `len` bytes: they grow with the file, so that a real
+/// `kubectl get -A -o yaml` of any size is read, and only documents that expand far beyond
+/// their text (alias bombs) or nest absurdly deep are refused.
+fn yaml_options(len: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_reader_input_bytes = None;
+    budget.max_events = budget.max_events.max(len.saturating_mul(2));
+    budget.max_nodes = budget.max_nodes.max(len);
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(len.saturating_mul(2));
+    budget.max_documents = budget.max_documents.max(len / 16);
+    budget.max_depth = 128;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
+/// The documents of a file: JSON (`kubectl get -o json`, one object or a stream) straight
+/// through serde_json, anything else as a YAML stream.
+fn documents(text: &str) -> Result<Vec<Value>, String> {
+    if text.trim_start().starts_with('{') {
+        let stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        if let Ok(values) = stream.collect::<Result<Vec<Value>, _>>() {
+            return Ok(values);
+        }
+        // Not JSON after all (YAML flow style also starts with `{`): read it as YAML.
+    }
+    serde_saphyr::from_multiple_with_options(text, yaml_options(text.len())).map_err(|e| {
+        let message = e.to_string();
+        if message.contains("budget") {
+            format!(
+                "not read: {message}. The YAML reader's limits grow with the file's size and stop documents that expand far beyond their text (aliases) or nest deeper than 128 levels; kubectl never writes such files. If this one is real, write it as JSON (`kubectl get … -o json`), which has no such limits"
+            )
+        } else {
+            format!("not valid YAML: {message}")
+        }
+    })
+}
+
+/// Numbers and booleans where Kubernetes wants strings (an unquoted label value, `cpu: 1`)
+/// become strings, as kubectl would have quoted them.
+fn quote_scalars(value: &mut Value) {
+    const STRING_MAPS: [&str; 9] = [
+        "labels",
+        "annotations",
+        "nodeSelector",
+        "matchLabels",
+        "requests",
+        "limits",
+        "allocatable",
+        "capacity",
+        "overhead",
+    ];
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if STRING_MAPS.contains(&key.as_str())
+                    && let Value::Object(inner) = child
+                {
+                    for v in inner.values_mut() {
+                        if let Value::Number(_) | Value::Bool(_) = v {
+                            *v = Value::String(v.to_string());
+                        }
+                    }
+                }
+                quote_scalars(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(quote_scalars),
+        _ => {}
+    }
+}
+
+/// Reads a typed object, or says which field is wrong.
+fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let at = e.path().to_string();
+        if at == "." {
+            e.into_inner().to_string()
+        } else {
+            format!("{at}: {}", e.into_inner())
+        }
+    })
+}
+
+/// A Go duration (`"90s"`, `"1h30m"`, `"-1s"`) in whole seconds, rounded down.
+fn go_duration(text: &str) -> Option<i64> {
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    let mut nanos: f64 = 0.0;
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let number: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        nanos += number * scale;
+        rest = &rest[unit_end..];
+    }
+    let seconds = (nanos / 1e9).floor() as i64;
+    Some(if negative { -seconds } else { seconds })
 }
 
 /// Parses a cluster file's text; `file` names it in errors and notes.
@@ -150,10 +294,10 @@ pub fn parse_cluster(
     text: &str,
     options: &Options,
 ) -> Result<ClusterFile, IngestError> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| IngestError {
+    let documents = documents(text).map_err(|message| IngestError {
         file: file.to_string(),
         object: None,
-        message: format!("not valid YAML: {e}"),
+        message,
     })?;
     let mut raw = Vec::new();
     for (d, document) in documents.into_iter().enumerate() {
@@ -166,24 +310,23 @@ pub fn parse_cluster(
 /// snapshot: the part of [`parse_cluster`] after the YAML, which the Kubernetes backend calls
 /// with the objects of its watch caches.
 pub fn read_objects(
-    file: &str,
+    _file: &str,
     raw: Vec<(String, Value)>,
     options: &Options,
 ) -> Result<ClusterFile, IngestError> {
-    let error = |object: Option<String>, message: String| IngestError {
-        file: file.to_string(),
-        object,
-        message,
-    };
     let mut notes = Vec::new();
-    let mut objects = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (at, value) in raw {
+    let mut objects: Vec<(String, Object)> = Vec::new();
+    let mut owners = owners::Owners::default();
+    // Objects of other kinds, in file order, with the note they get if they own no pod.
+    let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut instants = Vec::new();
+    for (at, mut value) in raw {
         let Value::Object(map) = &value else {
-            return Err(error(
-                Some(at),
-                "is not a Kubernetes object (expected a mapping with apiVersion and kind)".into(),
+            notes.push(format!(
+                "skipped {at}: it is not a Kubernetes object (expected a mapping with apiVersion and kind)"
             ));
+            continue;
         };
         let text = |key: &str| {
             map.get(key)
@@ -199,71 +342,69 @@ pub fn read_objects(
                 .map(str::to_string)
         };
         let (name, namespace) = (field("name"), field("namespace"));
+        let created_text = field("creationTimestamp");
+        let owner_ref = owners::controller(meta);
         let label = match (&name, &namespace) {
             _ if kind.is_empty() => at.clone(),
             (Some(n), Some(ns)) if kind != "Node" => format!("{kind} {ns}/{n}"),
             (Some(n), _) => format!("{kind} {n}"),
             (None, _) => format!("{kind} ({at})"),
         };
-        let ours = matches!(
-            (api_version.as_str(), kind.as_str()),
-            ("v1", "Node") | ("v1", "Pod") | ("scheduling.run.ai/v2alpha2", "PodGroup")
-        );
-        if !ours {
-            if kind.is_empty() {
-                return Err(error(Some(label), "has no kind".into()));
-            }
-            objects.push((
-                label,
-                Object::Skipped(format!(
-                    "{api_version} {kind} is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup"
-                )),
+        if kind.is_empty() {
+            notes.push(format!("skipped {label}: it has no kind"));
+            continue;
+        }
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
+            notes.push(format!("skipped {label}: it has no metadata.name"));
+            continue;
+        };
+        let namespace = namespace.unwrap_or_else(|| "default".into());
+        if !seen.insert((kind.clone(), namespace.clone(), name.clone())) {
+            notes.push(format!(
+                "skipped {label}: it appears twice in the file (the first is used)"
             ));
             continue;
         }
-        if name.as_deref().is_none_or(str::is_empty) {
-            return Err(error(Some(label), "has no metadata.name".into()));
-        }
-        let key = (
-            kind.clone(),
-            namespace.clone().unwrap_or_default(),
-            name.clone().unwrap_or_default(),
-        );
-        if !seen.insert(key) {
-            return Err(error(Some(label), "appears twice in the file".into()));
-        }
-        let invalid =
-            |e: serde_json::Error| error(Some(label.clone()), format!("not a valid {kind}: {e}"));
-        objects.push((
-            label.clone(),
-            match kind.as_str() {
-                "Node" => Object::Node(Box::new(serde_json::from_value(value).map_err(invalid)?)),
-                "Pod" => Object::Pod(Box::new(serde_json::from_value(value).map_err(invalid)?)),
-                _ => {
-                    let group: PodGroupObject = serde_json::from_value(value).map_err(invalid)?;
-                    let created = match &group.metadata.creation_timestamp {
-                        Some(t) => Some(t.parse::<Timestamp>().map_err(|e| {
-                            error(
-                                Some(label.clone()),
-                                format!(
-                                    "metadata.creationTimestamp `{t}` is not an RFC 3339 time: {e}"
-                                ),
-                            )
-                        })?),
-                        None => None,
-                    };
-                    Object::PodGroup(group, created)
+        let created = created_text
+            .as_ref()
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        quote_scalars(&mut value);
+        let skip = |why: String| format!("skipped {label}: not a valid {kind}: {why}");
+        let object = match (api_version.as_str(), kind.as_str()) {
+            ("v1", "Node") => typed(value).map(|n| Object::Node(Box::new(n))),
+            ("v1", "Pod") => typed(value).map(|p| Object::Pod(Box::new(p), owner_ref)),
+            ("scheduling.run.ai/v2alpha2", "PodGroup") => {
+                match created_text.map(|t| t.parse::<Timestamp>()) {
+                    Some(Err(e)) => Err(format!(
+                        "metadata.creationTimestamp: not an RFC 3339 time: {e}"
+                    )),
+                    _ => typed(value).map(|g| Object::PodGroup(Box::new(g), created)),
                 }
-            },
-        ));
+            }
+            _ => {
+                other_kinds.push((
+                    (namespace.clone(), kind.clone(), name.clone()),
+                    format!(
+                        "skipped {label}: {api_version} {kind} is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup"
+                    ),
+                ));
+                instants.extend(created);
+                let o = owners::owner(&kind, &value);
+                owners.add(&namespace, &name, o);
+                continue;
+            }
+        };
+        match object {
+            Ok(object) => objects.push((label, object)),
+            Err(why) => notes.push(skip(why)),
+        }
     }
 
     // The clock: every creation and start time in the file.
-    let mut instants = Vec::new();
     for (_, object) in &objects {
         match object {
-            Object::Node(_) | Object::Skipped(_) => {}
-            Object::Pod(pod) => {
+            Object::Node(_) => {}
+            Object::Pod(pod, _) => {
                 instants.extend(pod.metadata.creation_timestamp.iter().map(|t| t.0));
                 instants.extend(
                     pod.status
@@ -284,34 +425,70 @@ pub fn read_objects(
     let taken = instants.iter().map(|&t| clock(t)).max().unwrap_or(0);
 
     let mut snapshot = Snapshot::default();
+    let mut pod_owners = Vec::new();
+    let mut succeeded: Vec<(String, Option<String>, Option<owners::OwnerRef>, String)> = Vec::new();
     for (label, object) in objects {
-        let error = |message: String| error(Some(label.clone()), message);
+        let skip = |why: String| format!("skipped {label}: {why}");
         match object {
-            Object::Skipped(why) => notes.push(format!("skipped {label}: {why}")),
-            Object::Node(node) => snapshot.nodes.push(read_node(&node).map_err(error)?),
-            Object::Pod(pod) => match read_pod(&pod, options, &clock).map_err(error)? {
-                Ok(pod) => snapshot.pods.push(pod),
-                Err(skip) => notes.push(format!("skipped {label}: {skip}")),
+            Object::Node(node) => match objects::read_node(&node) {
+                Ok(n) => snapshot.nodes.push(n),
+                Err(why) => notes.push(skip(why)),
+            },
+            Object::Pod(pod, owner) => match objects::read_pod(&pod, options, &clock, &mut notes) {
+                Ok(PodRead::Pod(p)) => {
+                    snapshot.pods.push(*p);
+                    pod_owners.push(owner);
+                }
+                Ok(PodRead::Succeeded) => {
+                    let annotation = pod
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(POD_GROUP_ANNOTATION))
+                        .cloned();
+                    let namespace = pod
+                        .metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".into());
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    succeeded.push((namespace, annotation, owner, name));
+                    notes.push(skip("it has finished (phase Succeeded)".into()));
+                }
+                Ok(PodRead::Skipped(why)) => notes.push(skip(why)),
+                Err(why) => notes.push(skip(why)),
             },
             Object::PodGroup(group, created) => {
-                let min_member = match group.spec.min_member {
-                    None => 1,
-                    Some(m) if (1..=i64::from(u32::MAX)).contains(&m) => m as u32,
-                    Some(m) => {
-                        return Err(error(format!(
-                            "spec.minMember is {m}; it must be at least 1"
-                        )));
-                    }
-                };
-                snapshot.groups.push(PodGroup {
-                    namespace: group.metadata.namespace.unwrap_or_else(|| "default".into()),
-                    name: group.metadata.name.unwrap_or_default(),
-                    min_member,
-                    queue: group.spec.queue.filter(|q| !q.is_empty()),
-                    priority_class: group.spec.priority_class_name.filter(|p| !p.is_empty()),
-                    created: created.map_or(0, clock),
-                });
+                match read_group(*group, created.map(clock), &clock) {
+                    Ok(g) => snapshot.groups.push(g),
+                    Err(why) => notes.push(skip(why)),
+                }
             }
+        }
+    }
+    group_by_owner(
+        &mut snapshot,
+        pod_owners,
+        &mut owners,
+        &succeeded,
+        options,
+        &mut notes,
+    );
+    let unused: HashSet<&(String, String, String)> = owners.unused().collect();
+    notes.extend(
+        other_kinds
+            .iter()
+            .filter(|(key, _)| unused.contains(key))
+            .map(|(_, note)| note.clone()),
+    );
+    size_gpu_memory(&mut snapshot, &mut notes);
+    let nodes: HashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
+    for p in snapshot.pods.iter().filter(|p| !p.foreign) {
+        if let Some(node) = p.node.as_deref().filter(|n| !nodes.contains(n)) {
+            notes.push(format!(
+                "Pod {}: runs on node {node}, which is not in the file: what it holds stays charged to its queue, and it is not placed again",
+                p.key()
+            ));
         }
     }
     Ok(ClusterFile {
@@ -320,6 +497,165 @@ pub fn read_objects(
         origin,
         taken,
     })
+}
+
+fn read_group(
+    group: PodGroupObject,
+    created: Option<Time>,
+    clock: &dyn Fn(Timestamp) -> Time,
+) -> Result<PodGroup, String> {
+    let spec = group.spec;
+    let min_member = match spec.min_member {
+        None => 1,
+        Some(m) if (0..=i64::from(u32::MAX)).contains(&m) => m as u32,
+        Some(m) => return Err(format!("spec.minMember is {m}; it must be 0 or more")),
+    };
+    let preemptible = match spec.preemptibility.as_deref() {
+        None | Some("") => None,
+        Some("preemptible") => Some(true),
+        Some("non-preemptible") => Some(false),
+        Some(other) => {
+            return Err(format!(
+                "spec.preemptibility: `{other}` is not preemptible or non-preemptible"
+            ));
+        }
+    };
+    let duration = |field: &str, text: Option<String>| -> Result<Option<i64>, String> {
+        text.map(|t| {
+            go_duration(&t)
+                .ok_or_else(|| format!("spec.{field}: `{t}` is not a duration like \"5m\""))
+        })
+        .transpose()
+    };
+    let stale_since = match group.metadata.annotations.get(STALE_ANNOTATION) {
+        None => None,
+        Some(t) => Some(clock(t.parse::<Timestamp>().map_err(|e| {
+            format!("metadata.annotations.{STALE_ANNOTATION}: `{t}` is not an RFC 3339 time: {e}")
+        })?)),
+    };
+    let topology = spec.topology_constraint.unwrap_or_default();
+    Ok(PodGroup {
+        namespace: group.metadata.namespace.unwrap_or_else(|| "default".into()),
+        name: group.metadata.name.unwrap_or_default(),
+        min_member,
+        queue: spec.queue.filter(|q| !q.is_empty()),
+        priority_class: spec.priority_class_name.filter(|p| !p.is_empty()),
+        created: created.unwrap_or(0),
+        preemptible,
+        staleness_grace: duration("stalenessGracePeriod", spec.staleness_grace_period)?,
+        stale_since,
+        preemption_delay: duration("preemptionDelay", spec.preemption_delay)?
+            .map(|s| u64::try_from(s).unwrap_or(0)),
+        succeeded: 0,
+        topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
+        topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),
+        kind_priority: None,
+    })
+}
+
+/// Puts every pod without a `pod-group-name` annotation into its top owner's group, creating
+/// the groups KAI's pod-grouper would create; counts succeeded pods for their groups.
+fn group_by_owner(
+    snapshot: &mut Snapshot,
+    pod_owners: Vec<Option<owners::OwnerRef>>,
+    owners: &mut owners::Owners,
+    succeeded: &[(String, Option<String>, Option<owners::OwnerRef>, String)],
+    options: &Options,
+    notes: &mut Vec<String>,
+) {
+    let mut index: HashMap<(String, String), usize> = snapshot
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| ((g.namespace.clone(), g.name.clone()), i))
+        .collect();
+    let mut counted: HashMap<usize, u32> = HashMap::new();
+    let mut noted = HashSet::new();
+    for (p, owner) in pod_owners.into_iter().enumerate() {
+        let pod = &mut snapshot.pods[p];
+        if pod.group.is_some() || pod.foreign {
+            continue;
+        }
+        let Some(owner) = owner else { continue };
+        let g = owners.group_of(
+            &pod.namespace,
+            &owner,
+            &pod.name,
+            &pod.labels,
+            &options.queue_label,
+        );
+        pod.queue = g.queue.clone().or(pod.queue.take());
+        pod.priority_label = g.priority_label.clone().or(pod.priority_label.take());
+        pod.preemptibility = g.preemptibility.or(pod.preemptibility);
+        pod.group = Some(g.name.clone());
+        let key = (pod.namespace.clone(), g.name.clone());
+        let at = *index.entry(key.clone()).or_insert_with(|| {
+            snapshot.groups.push(g.group.clone());
+            snapshot.groups.len() - 1
+        });
+        if g.count_pods {
+            *counted.entry(at).or_default() += 1;
+        }
+        if let Some(note) = g.note
+            && noted.insert(key)
+        {
+            notes.push(note);
+        }
+    }
+    for (at, pods) in counted {
+        snapshot.groups[at].min_member = pods;
+    }
+    for (namespace, annotation, owner, name) in succeeded {
+        let group = match (annotation, owner) {
+            (Some(g), _) => Some(g.clone()),
+            (None, Some(o)) => Some(
+                owners
+                    .group_of(namespace, o, name, &BTreeMap::new(), &options.queue_label)
+                    .name,
+            ),
+            (None, None) => None,
+        };
+        if let Some(&at) = group.and_then(|g| index.get(&(namespace.clone(), g))) {
+            snapshot.groups[at].succeeded += 1;
+        }
+    }
+}
+
+/// A `gpu-memory` pod's share of a device: its MiB over the device's (`nvidia.com/gpu.memory`
+/// label, MiB), rounded up to a thousandth. A bound pod uses its node's devices; a pending one
+/// the smallest devices that still hold it (the largest share it could take, so a queue's
+/// limit is never broken by where it lands). Without any labelled node, one whole device.
+fn size_gpu_memory(snapshot: &mut Snapshot, notes: &mut Vec<String>) {
+    let device_mib = |labels: &BTreeMap<String, String>| {
+        labels
+            .get(crate::cycle::GPU_MEMORY_LABEL)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|&m| m > 0)
+    };
+    let by_node: HashMap<&str, i64> = snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.name.as_str(), device_mib(&n.labels)?)))
+        .collect();
+    for pod in &mut snapshot.pods {
+        let Some(mib) = pod.gpu_memory else { continue };
+        let device = match pod.node.as_deref() {
+            Some(node) => by_node.get(node).copied(),
+            None => by_node.values().copied().filter(|&d| d >= mib).min(),
+        };
+        let per_device = match device {
+            Some(d) => ((mib * 1000 + d - 1) / d).clamp(1, 1000),
+            None => {
+                notes.push(format!(
+                    "Pod {}: no node labels its GPU memory ({}), so its gpu-memory of {mib} MiB counts as a whole device",
+                    pod.key(),
+                    crate::cycle::GPU_MEMORY_LABEL
+                ));
+                1000
+            }
+        };
+        pod.request.gpu = per_device * i64::from(pod.shared_devices.max(1));
+    }
 }
 
 /// Appends the objects of one YAML value: a list's items (recursively), one object, or nothing
@@ -342,206 +678,6 @@ fn flatten(value: Value, at: &str, out: &mut Vec<(String, Value)>) {
         }
         other => out.push((at.to_string(), other)),
     }
-}
-
-fn read_node(node: &K8sNode) -> Result<Node, String> {
-    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
-    let amount = |key: &str, kind: ResourceKind| -> Result<i64, String> {
-        match allocatable.and_then(|a| a.get(key)) {
-            Some(q) => quantity(q, kind).map_err(|e| format!("status.allocatable.{key}: {e}")),
-            None => Ok(0),
-        }
-    };
-    let gpu = amount(GPU_RESOURCE, ResourceKind::Gpu)?;
-    if gpu % 1000 != 0 {
-        return Err(format!(
-            "status.allocatable.{GPU_RESOURCE} must count whole devices, not {}",
-            kai_policy_compiler::quantity::format_thousandths(gpu)
-        ));
-    }
-    Ok(Node {
-        name: node.metadata.name.clone().unwrap_or_default(),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
-        allocatable: Amounts {
-            gpu,
-            cpu: amount("cpu", ResourceKind::Cpu)?,
-            memory: amount("memory", ResourceKind::Memory)?,
-        },
-        unschedulable: node
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false),
-    })
-}
-
-fn quantity(q: &Quantity, kind: ResourceKind) -> Result<i64, String> {
-    parse_quantity(&q.0, kind).map_err(|e| e.to_string())
-}
-
-/// What one container asks for: its requests, or its limits where a request is not set.
-fn container_request(c: &Container) -> Result<Amounts, String> {
-    let resources = c.resources.as_ref();
-    let requests = resources.and_then(|r| r.requests.as_ref());
-    let limits = resources.and_then(|r| r.limits.as_ref());
-    let amount = |key: &str, kind: ResourceKind| -> Result<i64, String> {
-        let (field, q) = match (
-            requests.and_then(|r| r.get(key)),
-            limits.and_then(|l| l.get(key)),
-        ) {
-            (Some(q), _) => ("requests", q),
-            (None, Some(q)) => ("limits", q),
-            (None, None) => return Ok(0),
-        };
-        quantity(q, kind).map_err(|e| format!("container {}: resources.{field}.{key}: {e}", c.name))
-    };
-    let gpu = amount(GPU_RESOURCE, ResourceKind::Gpu)?;
-    if gpu % 1000 != 0 {
-        return Err(format!(
-            "container {}: {GPU_RESOURCE} counts whole devices (for a fraction, use the {GPU_FRACTION_ANNOTATION} annotation)",
-            c.name
-        ));
-    }
-    Ok(Amounts {
-        gpu,
-        cpu: amount("cpu", ResourceKind::Cpu)?,
-        memory: amount("memory", ResourceKind::Memory)?,
-    })
-}
-
-fn add(a: Amounts, b: Amounts) -> Amounts {
-    Amounts {
-        gpu: a.gpu.saturating_add(b.gpu),
-        cpu: a.cpu.saturating_add(b.cpu),
-        memory: a.memory.saturating_add(b.memory),
-    }
-}
-
-fn max(a: Amounts, b: Amounts) -> Amounts {
-    Amounts {
-        gpu: a.gpu.max(b.gpu),
-        cpu: a.cpu.max(b.cpu),
-        memory: a.memory.max(b.memory),
-    }
-}
-
-/// What a pod asks for, as the kubelet counts it: app containers and sidecars (init containers
-/// with `restartPolicy: Always`) add up; a regular init container runs alone beside the sidecars
-/// started before it, so the pod needs the larger of the two. Pod-level `spec.resources`
-/// requests, where set, replace the containers' sum for that resource.
-fn pod_request(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<Amounts, String> {
-    let mut running = Amounts::default();
-    for c in &spec.containers {
-        running = add(running, container_request(c)?);
-    }
-    let mut sidecars = Amounts::default();
-    let mut init = Amounts::default();
-    for c in spec.init_containers.iter().flatten() {
-        let r = container_request(c)?;
-        if c.restart_policy.as_deref() == Some("Always") {
-            sidecars = add(sidecars, r);
-        } else {
-            init = max(init, add(r, sidecars));
-        }
-    }
-    let mut request = max(add(running, sidecars), init);
-    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        for (key, kind) in [("cpu", ResourceKind::Cpu), ("memory", ResourceKind::Memory)] {
-            if let Some(q) = pod_level.get(key) {
-                *request.get_mut(kind) =
-                    quantity(q, kind).map_err(|e| format!("spec.resources.requests.{key}: {e}"))?;
-            }
-        }
-    }
-    Ok(request)
-}
-
-/// A pod, `Ok(Err(why))` when it is skipped, `Err` when it cannot be read.
-fn read_pod(
-    pod: &K8sPod,
-    options: &Options,
-    clock: &dyn Fn(Timestamp) -> Time,
-) -> Result<Result<Pod, String>, String> {
-    let meta = &pod.metadata;
-    let status = pod.status.as_ref();
-    if let Some(phase) = status
-        .and_then(|s| s.phase.as_deref())
-        .filter(|p| matches!(*p, "Succeeded" | "Failed"))
-    {
-        return Ok(Err(format!("it has finished (phase {phase})")));
-    }
-    let spec = pod.spec.as_ref();
-    let node = spec
-        .and_then(|s| s.node_name.clone())
-        .filter(|n| !n.is_empty());
-    if let (None, Some(ours)) = (&node, &options.scheduler_name) {
-        let theirs = spec
-            .and_then(|s| s.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
-        if theirs != ours {
-            return Ok(Err(format!(
-                "it is pending for another scheduler ({theirs}, not {ours})"
-            )));
-        }
-    }
-    let mut request = match spec {
-        Some(spec) => pod_request(spec)?,
-        None => Amounts::default(),
-    };
-    let annotations = meta.annotations.as_ref();
-    let annotation = |key: &str| {
-        annotations
-            .and_then(|a| a.get(key))
-            .map(|v| v.trim().to_string())
-    };
-    let mut fractional = false;
-    if let Some(text) = annotation(GPU_FRACTION_ANNOTATION) {
-        let fraction = parse_quantity(&text, ResourceKind::Gpu)
-            .ok()
-            .filter(|f| (1..=1000).contains(f))
-            .ok_or_else(|| {
-                format!(
-                    "annotation {GPU_FRACTION_ANNOTATION}: `{text}` is not a fraction of one GPU in (0, 1], like \"0.5\""
-                )
-            })?;
-        if request.gpu > 0 {
-            return Err(format!(
-                "it has the {GPU_FRACTION_ANNOTATION} annotation and also requests {GPU_RESOURCE}: use one or the other"
-            ));
-        }
-        request.gpu = fraction;
-        fractional = true;
-    }
-    let created = meta.creation_timestamp.as_ref().map_or(0, |t| clock(t.0));
-    let started = node.as_ref().map(|_| {
-        status
-            .and_then(|s| s.start_time.as_ref())
-            .map_or(created, |t| clock(t.0))
-    });
-    let grace = spec
-        .and_then(|s| s.termination_grace_period_seconds)
-        .map_or(DEFAULT_GRACE_SECONDS, |g| u64::try_from(g).unwrap_or(0));
-    Ok(Ok(Pod {
-        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        name: meta.name.clone().unwrap_or_default(),
-        group: annotation(POD_GROUP_ANNOTATION).filter(|g| !g.is_empty()),
-        queue: meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(&options.queue_label))
-            .filter(|q| !q.is_empty())
-            .cloned(),
-        priority_class: spec
-            .and_then(|s| s.priority_class_name.clone())
-            .filter(|p| !p.is_empty()),
-        request,
-        fractional,
-        node,
-        created,
-        started,
-        termination_grace_seconds: grace,
-        terminating: meta.deletion_timestamp.is_some(),
-    }))
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
-pub mod cli;
 pub mod cluster;
 pub mod cycle;
 pub mod decision;
 pub mod ingest;
 pub mod simulate;
+pub mod usage;

@@ -16,13 +16,15 @@
 //! below its minimum reaches the stale-gang grace period — the clock skips ahead to the next
 //! such moment and one more cycle runs: what only time delays is shown, not hidden.
 //!
-//! Time-based fairness needs a usage history the cluster file does not have, so the simulator
-//! runs cycles without one (usage 0 for every queue).
+//! Time-based fairness: the cluster file holds no usage history, so it starts empty; when the
+//! policy enables `fairness`, each cycle's allocation is recorded ([`crate::usage`]) and the
+//! following cycles are given the usage measured over the simulated minutes so far.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use kai_policy_compiler::fairshare::FairShares;
+use kai_policy_compiler::fairshare::usage::UsageHistory;
 use kai_policy_compiler::model::Policy;
 use kai_policy_compiler::quantity::{ResourceKind, format_quantity};
 use serde_json::{Value, json};
@@ -30,6 +32,7 @@ use serde_json::{Value, json};
 use crate::cluster::{Amounts, Snapshot, Time};
 use crate::cycle::{self, Cycle};
 use crate::decision::{Decision, EvictReason};
+use crate::usage;
 
 /// Seconds the clock advances per cycle (KAI's default cycle period is one second; a minute per
 /// step makes min-runtimes and grace periods visible in a few cycles).
@@ -124,13 +127,16 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
     let mut evicted: BTreeSet<String> = BTreeSet::new();
     let mut nominated: BTreeMap<String, String> = BTreeMap::new();
     let mut now = options.start;
+    let mut history = UsageHistory::new();
     loop {
+        let usage = usage::of(&history, policy, now);
         let result = cycle::run(&Cycle {
             snapshot: &snapshot,
             policy,
             now,
-            usage: None,
+            usage: usage.as_deref(),
         });
+        usage::record(&mut history, &snapshot, policy, &result.allocated, now);
         let mut changed = apply(
             &mut snapshot,
             &result.decisions,

@@ -1,6 +1,8 @@
 //! Invariants of the cycle over random clusters and workloads: whatever the input, no node over
-//! capacity, no gang partly bound, no queue above its limit, no non-preemptible job evicted, and
-//! no pod evicted and rebound in the same cycle.
+//! capacity, no gang partly bound, no queue above its limit, no non-preemptible job evicted, no
+//! pod evicted and rebound in the same cycle, no pod where the node filters forbid it (taint not
+//! tolerated, selector not matched, node not ready, a resource or the pod count exceeded), and
+//! no pod of another scheduler evicted or moved.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -8,7 +10,9 @@ use kai_policy_compiler::check::check;
 use kai_policy_compiler::model::{Bound, Policy};
 use kai_policy_compiler::quantity::ResourceKind;
 use kai_policy_compiler::source::{SourceFile, SourceSet};
-use kai_scheduler::cluster::{Amounts, Node, Pod, PodGroup, Snapshot};
+use kai_scheduler::cluster::{
+    Amounts, Constraints, Node, Pod, PodGroup, Snapshot, Taint, TaintEffect, Toleration,
+};
 use kai_scheduler::cycle::{Cycle, CycleResult, run};
 use kai_scheduler::decision::{Decision, EvictReason};
 use proptest::prelude::*;
@@ -87,6 +91,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
                     memory: 256 << 30,
                 },
                 unschedulable: false,
+                ..Default::default()
             })
             .collect(),
         ..Snapshot::default()
@@ -116,6 +121,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
                 started: None,
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Default::default()
             });
         }
         s.groups.push(PodGroup {
@@ -125,6 +131,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
             queue: None,
             priority_class: classes[spec.class].map(String::from),
             created: j as u64,
+            ..Default::default()
         });
     }
     s
@@ -328,7 +335,7 @@ fn check_invariants(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: ProptestConfig::default().cases.max(300), ..ProptestConfig::default() })]
 
     #[test]
     fn every_cycle_keeps_the_invariants(nodes in arb_nodes(), first in arb_jobs(), second in arb_jobs(), gap in 0u64..2000) {
@@ -353,4 +360,212 @@ proptest! {
         let b = run(&Cycle { snapshot: &s, policy: &policy, now: 7, usage: None });
         prop_assert_eq!(format!("{:?}", a.decisions), format!("{:?}", b.decisions));
     }
+
+    #[test]
+    fn pods_go_only_where_the_filters_allow(
+        nodes in prop::collection::vec(arb_filtered_node(), 1..6),
+        first in arb_jobs(),
+        second in arb_jobs(),
+        looks in prop::collection::vec((0u8..4, 0u8..3, 0i64..3), 40),
+        foreign in prop::collection::vec((0usize..6, 0i64..3), 0..4),
+    ) {
+        let policy = policy();
+        let mut s1 = filtered(&nodes, &first, &looks, "x");
+        // Other schedulers' pods, running wherever they were put (even where ours may not go).
+        for (i, &(n, gpus)) in foreign.iter().enumerate() {
+            s1.pods.push(Pod {
+                namespace: "a".into(),
+                name: format!("theirs-{i}"),
+                request: Amounts { gpu: gpus * 1000, cpu: 1000, memory: 1 << 30 },
+                node: Some(format!("n{}", n % nodes.len())),
+                started: Some(0),
+                foreign: true,
+                ..Default::default()
+            });
+        }
+        let r1 = run(&Cycle { snapshot: &s1, policy: &policy, now: 0, usage: None });
+        check_filters(&s1, &r1)?;
+        let mut s2 = apply(&s1, &r1, 0);
+        let arriving = filtered(&nodes, &second, &looks, "y");
+        s2.pods.extend(arriving.pods);
+        s2.groups.extend(arriving.groups);
+        let r2 = run(&Cycle { snapshot: &s2, policy: &policy, now: 5000, usage: None });
+        check_filters(&s2, &r2)?;
+    }
+}
+
+/// A node with some of what filters look at: (taint, zone label, not ready, pod slots, MIG).
+type FilteredNode = (i64, u8, u8, bool, Option<u32>, i64);
+
+fn arb_filtered_node() -> impl Strategy<Value = FilteredNode> {
+    (
+        1i64..9,
+        0u8..3,
+        0u8..3,
+        prop::bool::weighted(0.2),
+        prop::option::weighted(0.5, 1u32..5),
+        0i64..3,
+    )
+}
+
+const ZONES: [&str; 2] = ["zone-a", "zone-b"];
+
+/// Like [`snapshot`], with node taints, zones, readiness, pod slots and MIG instances, and per
+/// pod a look: (toleration or not, zone selector, MIG instances).
+fn filtered(
+    nodes: &[FilteredNode],
+    jobs: &[JobSpec],
+    looks: &[(u8, u8, i64)],
+    tag: &str,
+) -> Snapshot {
+    let gpus: Vec<i64> = nodes.iter().map(|n| n.0).collect();
+    let mut s = snapshot(&gpus, jobs, tag);
+    for (node, &(_, taint, zone, not_ready, slots, mig)) in s.nodes.iter_mut().zip(nodes) {
+        node.taints = match taint {
+            1 => vec![Taint {
+                key: "dedicated".into(),
+                value: "inference".into(),
+                effect: TaintEffect::NoSchedule,
+            }],
+            2 => vec![Taint {
+                key: "dedicated".into(),
+                value: "inference".into(),
+                effect: TaintEffect::PreferNoSchedule,
+            }],
+            _ => Vec::new(),
+        };
+        if let Some(z) = ZONES.get(zone as usize) {
+            node.labels.insert("zone".into(), z.to_string());
+        }
+        node.not_ready = not_ready;
+        node.max_pods = slots;
+        if mig > 0 {
+            node.extended.insert("nvidia.com/mig-1g.10gb".into(), mig);
+        }
+    }
+    for (i, pod) in s.pods.iter_mut().enumerate() {
+        let (tolerate, zone, mig) = looks[i % looks.len()];
+        pod.constraints = Constraints {
+            tolerations: if tolerate == 0 {
+                vec![Toleration {
+                    key: "dedicated".into(),
+                    value: "inference".into(),
+                    ..Default::default()
+                }]
+            } else {
+                Vec::new()
+            },
+            node_selector: ZONES
+                .get(zone as usize)
+                .map(|z| BTreeMap::from([("zone".to_string(), z.to_string())]))
+                .unwrap_or_default(),
+            ..Default::default()
+        };
+        if mig > 0 {
+            pod.extended.insert("nvidia.com/mig-1g.10gb".into(), mig);
+        }
+    }
+    s
+}
+
+/// Every pod bound, nominated or moved in this cycle is on a node it may use; every node holds
+/// no more pods and MIG instances than it has; no other scheduler's pod is evicted or moved.
+fn check_filters(before: &Snapshot, r: &CycleResult) -> Result<(), TestCaseError> {
+    let mut placed: HashMap<String, String> = HashMap::new();
+    for d in &r.decisions {
+        match d {
+            Decision::Bind { pod, node } | Decision::Nominate { pod, node } => {
+                placed.insert(pod.clone(), node.clone());
+            }
+            Decision::Evict { pod, reason, .. } => {
+                let theirs = before.pods.iter().any(|p| p.key() == *pod && p.foreign);
+                prop_assert!(!theirs, "another scheduler's pod {pod} evicted or moved");
+                if let EvictReason::Consolidate { to_node, .. } = reason {
+                    placed.insert(pod.clone(), to_node.clone());
+                }
+            }
+            Decision::Pending { .. } => {}
+        }
+    }
+    let nodes: HashMap<&str, &Node> = before.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    for pod in &before.pods {
+        let Some(name) = placed.get(&pod.key()) else {
+            continue;
+        };
+        let node = nodes[name.as_str()];
+        prop_assert!(
+            !node.not_ready && !node.unschedulable,
+            "{} on unusable {name}",
+            pod.key()
+        );
+        for t in node
+            .taints
+            .iter()
+            .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+        {
+            let tolerated = pod
+                .constraints
+                .tolerations
+                .iter()
+                .any(|tol| tol.key == t.key && tol.value == t.value);
+            prop_assert!(
+                tolerated,
+                "{} on {name} with untolerated {}",
+                pod.key(),
+                t.key
+            );
+        }
+        for (k, v) in &pod.constraints.node_selector {
+            prop_assert!(
+                node.labels.get(k) == Some(v),
+                "{} on {name}: {k} is not {v}",
+                pod.key()
+            );
+        }
+    }
+    // Counting every pod where it ends (running, placed, nominated), minus the evicted.
+    let after = apply(before, r, 0);
+    for node in &before.nodes {
+        let here: Vec<&Pod> = after
+            .pods
+            .iter()
+            .filter(|p| {
+                placed
+                    .get(&p.key())
+                    .map(String::as_str)
+                    .or(p.node.as_deref())
+                    == Some(node.name.as_str())
+            })
+            .collect();
+        let placed_here = here
+            .iter()
+            .any(|p| placed.get(&p.key()) == Some(&node.name));
+        if !placed_here {
+            continue;
+        }
+        if let Some(max) = node.max_pods {
+            prop_assert!(
+                here.len() as u32 <= max,
+                "{}: {} pods over {max}",
+                node.name,
+                here.len()
+            );
+        }
+        let mig: i64 = here
+            .iter()
+            .map(|p| {
+                p.extended
+                    .get("nvidia.com/mig-1g.10gb")
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum();
+        let has = node
+            .extended
+            .get("nvidia.com/mig-1g.10gb")
+            .copied()
+            .unwrap_or(0);
+        prop_assert!(mig <= has, "{}: {mig} MIG instances of {has}", node.name);
+    }
+    Ok(())
 }

@@ -16,7 +16,11 @@
 //!   - `bound-count PREFIX N`, `evicted-count PREFIX N`: exactly N pods whose `NS/NAME` starts
 //!     with PREFIX end bound (evicted);
 //!   - `at-most-per-node PREFIX N`: no node runs more than N GPUs of those pods;
-//!   - `one-domain PREFIX LABEL`: those pods run on nodes with one value of the node label.
+//!   - `one-domain PREFIX LABEL`: those pods run on nodes with one value of the node label;
+//!   - `in-cycle N pending NS/POD TEXT…`: in cycle N (from 1) the pod is pending with a reason
+//!     that contains TEXT; `in-cycle N evicts NS/POD` and `in-cycle N binds NS/POD`: cycle N
+//!     evicts (binds) the pod, and no earlier cycle did; `in-cycle N at SECONDS`: cycle N runs
+//!     that many seconds after the first.
 //!
 //! - `gap` (optional): the scheduler does not do this yet, and why. Its unmet expectations are
 //!   listed but do not fail the suite; once they are all met, the suite fails until `gap` is
@@ -122,6 +126,12 @@ impl Scenario {
                 continue;
             }
             let words: Vec<&str> = line.split_whitespace().collect();
+            if words[0] == "in-cycle" {
+                if !self.holds_in_cycle(&words[1..]) {
+                    unmet.push(line.to_string());
+                }
+                continue;
+            }
             let (verb, pod, rest) = (words[0], words.get(1).copied().unwrap_or(""), &words[2..]);
             let state = self.sim.pods.get(pod);
             let ok = match verb {
@@ -186,6 +196,40 @@ impl Scenario {
             }
         }
         unmet
+    }
+
+    /// An `in-cycle N VERB …` expectation: what cycle N (counted from 1) decided.
+    fn holds_in_cycle(&self, words: &[&str]) -> bool {
+        let n: usize = words[0].parse().expect("`in-cycle` takes a cycle number");
+        let (verb, what, rest) = (words[1], words.get(2).copied().unwrap_or(""), &words[3..]);
+        let Some(cycle) = n.checked_sub(1).and_then(|i| self.sim.cycles.get(i)) else {
+            return false;
+        };
+        let first = self.sim.cycles[0].at;
+        let decided = |c: &kai_scheduler::simulate::CycleRecord, evict: bool| {
+            c.decisions.iter().any(|d| match d {
+                Decision::Evict { pod, .. } => evict && pod == what,
+                Decision::Bind { pod, .. } => !evict && pod == what,
+                _ => false,
+            })
+        };
+        match verb {
+            "pending" => cycle.decisions.iter().any(|d| match d {
+                Decision::Pending { pods, reason, .. } => {
+                    pods.iter().any(|p| p == what) && reason.to_string().contains(&rest.join(" "))
+                }
+                _ => false,
+            }),
+            "evicts" | "binds" => {
+                let evict = verb == "evicts";
+                decided(cycle, evict) && !self.sim.cycles[..n - 1].iter().any(|c| decided(c, evict))
+            }
+            "at" => cycle.at - first == what.parse::<u64>().expect("seconds"),
+            other => panic!(
+                "scenario {}: unknown `in-cycle` expectation `{other}`",
+                self.name
+            ),
+        }
     }
 
     fn bound_with_prefix<'a>(

@@ -91,6 +91,7 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                 memory: rng.pick(&[64i64, 128, 256]) << 30,
             },
             unschedulable: rng.below(10) == 0,
+            ..Default::default()
         });
     }
     let mut free: Vec<Amounts> = snapshot.nodes.iter().map(|n| n.allocatable).collect();
@@ -126,6 +127,7 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                 queue: None,
                 priority_class: class.clone(),
                 created: rng.below(60) as u64,
+                ..Default::default()
             });
         }
         // Either the whole job runs (placed first-fit within capacity and limits) or none of it.
@@ -182,6 +184,7 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                 created: rng.below(600) as u64,
                 termination_grace_seconds: 30,
                 terminating: false,
+                ..Default::default()
             });
         }
     }
@@ -306,7 +309,7 @@ fn check_cycle(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: ProptestConfig::default().cases.max(200), ..ProptestConfig::default() })]
 
     #[test]
     fn cycles_keep_the_invariants(seed in any::<u64>()) {

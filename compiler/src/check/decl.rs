@@ -83,6 +83,9 @@ pub(super) struct QueueDecl {
     pub default_priority_class: Option<Named>,
     pub placement: Option<Named>,
     pub min_runtime: MinRuntime,
+    /// `labels` and `annotations` of its Kubernetes object.
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
     /// Reading it found an error (or cut off queues nested in it): the rules that judge a
     /// queue by what it lacks (no namespaces, no children) stay quiet about it.
     pub incomplete: bool,

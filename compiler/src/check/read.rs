@@ -561,12 +561,43 @@ impl Reader<'_> {
                 return None;
             }
         };
+        let shown = written(entry);
+        let digits_end = text
+            .trim_start_matches(['-', '+'])
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'));
+        let suffix = digits_end.map_or("", |i| &text.trim_start_matches(['-', '+'])[i..]);
+        if kind == ResourceKind::Gpu && BYTE_SUFFIXES.contains(&suffix) {
+            let count = &text[..text.len() - suffix.len()];
+            return invalid(
+                self,
+                format!(
+                    "the {what} {shown} has a byte suffix, `{suffix}`, but GPUs are counted in devices"
+                ),
+                format!(
+                    "write the number of GPUs, like `{key}={count}` (fractions such as `{key}=0.5` share a device)"
+                ),
+            );
+        }
         let e = match quantity::parse_quantity(&text, kind) {
-            Ok(v) => return Some(Bound::Finite(v)),
+            Ok(v) => {
+                if kind == ResourceKind::Memory && suffix.is_empty() && v > 0 && v < 1 << 20 {
+                    self.memory_without_unit(entry, what, key, &text);
+                }
+                return Some(Bound::Finite(v));
+            }
             Err(e) => e,
         };
-        let shown = written(entry);
+        let minus_one = text.trim().parse::<f64>() == Ok(-1.0);
         let (message, help) = match e {
+            // KAI writes "unlimited" as -1; here that is `#inf` (and no limit is the default).
+            QuantityError::Negative if minus_one && unlimited_ok => (
+                format!("the {what} cannot be negative: {shown}"),
+                if key == "limit" {
+                    "KAI writes unlimited as -1; here write `limit=#inf`, or leave `limit` out (no limit is the default)".to_string()
+                } else {
+                    format!("KAI writes unlimited as -1; here write `{key}=#inf`")
+                },
+            ),
             QuantityError::Negative => (
                 format!("the {what} cannot be negative: {shown}"),
                 "quantities count resources: use 0 or more".to_string(),
@@ -600,6 +631,21 @@ impl Reader<'_> {
             }
         };
         invalid(self, message, help)
+    }
+
+    /// `memory quota=12` is 12 bytes: almost certainly a unit was left out.
+    fn memory_without_unit(&mut self, entry: &KdlEntry, what: &str, key: &str, text: &str) {
+        let number = text.trim();
+        self.diags.push(
+            Diagnostic::warning(
+                Code::BytesOfMemory,
+                format!("the {what} {} has no unit, so it is {number} bytes", written(entry)),
+                self.at(entry.span()).with_text("bytes"),
+            )
+            .with_help(format!(
+                "memory amounts take a unit: did you mean `{key}=\"{number}Gi\"` (or `\"{number}Mi\"`)? Less than 1Mi of memory cannot run a pod"
+            )),
+        );
     }
 
     fn duration(&mut self, entry: &KdlEntry) -> Option<Duration> {
@@ -696,6 +742,13 @@ impl Reader<'_> {
         Some(text)
     }
 }
+
+/// Suffixes that scale bytes (or counts by thousands): never part of a GPU count. `m` (milli)
+/// is not here: `"500m"` is half a GPU.
+const BYTE_SUFFIXES: &[&str] = &[
+    "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "K", "M", "G", "T", "P", "E", "B", "KB", "MB", "GB",
+    "TB", "KiB", "MiB", "GiB", "TiB",
+];
 
 fn quantity_example(kind: ResourceKind, key: &str) -> String {
     match kind {
@@ -835,6 +888,28 @@ fn check_label_key(key: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Kubernetes' rule for label values: empty, or up to 63 characters of letters, digits, `-`, `_`
+/// and `.`, starting and ending with a letter or digit.
+fn check_label_value(value: &str) -> Result<(), String> {
+    let ok = |c: char| c.is_ascii_alphanumeric();
+    if value.is_empty() {
+        return Ok(());
+    }
+    if value.len() > 63 {
+        return Err(format!(
+            "it is {} characters long; at most 63 are allowed",
+            value.len()
+        ));
+    }
+    if !value.chars().all(|c| ok(c) || matches!(c, '-' | '_' | '.'))
+        || !value.starts_with(ok)
+        || !value.ends_with(ok)
+    {
+        return Err("it may hold only letters, digits, '-', '_' and '.', and must start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
 /// A valid namespace name close to `name`, if it differs from `name`.
 fn suggest_label(name: &str) -> Option<String> {
     let dashed = name.replace('.', "-");
@@ -878,6 +953,8 @@ const QUEUE_CHILDREN: &[&str] = &[
     "default-priority-class",
     "placement",
     "min-runtime",
+    "labels",
+    "annotations",
     "queue",
 ];
 const QUEUE_PROPS: &[&str] = &["display-name", "priority", "parent"];
@@ -1183,6 +1260,8 @@ impl Reader<'_> {
             default_priority_class: None,
             placement: None,
             min_runtime: Default::default(),
+            labels: Default::default(),
+            annotations: Default::default(),
             incomplete: false,
         };
         for kind in ResourceKind::ALL {
@@ -1233,6 +1312,12 @@ impl Reader<'_> {
         if let Some(n) = self.once(&children, "min-runtime", &within) {
             decl.min_runtime = self.min_runtime(n);
         }
+        if let Some(n) = self.once(&children, "labels", &within) {
+            decl.labels = self.object_metadata(n, true);
+        }
+        if let Some(n) = self.once(&children, "annotations", &within) {
+            decl.annotations = self.object_metadata(n, false);
+        }
         // A queue with a mistake in it is not judged on what could be read (a misspelt
         // `namespace` must not also make it "unreachable").
         decl.incomplete = self.failed_since(mark);
@@ -1241,6 +1326,92 @@ impl Reader<'_> {
         for child in children.iter().filter(|n| n.name().value() == "queue") {
             self.queue(child, Some(index), depth + 1);
         }
+    }
+
+    /// `labels "k"="v" …` (`labels`) or `annotations "k"="v" …`: metadata for the queue's
+    /// Kubernetes object, such as KAI's `kai.scheduler/node-pool` label. Keys are Kubernetes
+    /// label keys; label values follow Kubernetes' label-value rule, annotation values are any
+    /// text.
+    fn object_metadata(
+        &mut self,
+        node: &KdlNode,
+        labels: bool,
+    ) -> std::collections::BTreeMap<String, String> {
+        let what = if labels { "label" } else { "annotation" };
+        let node_name = node.name().value();
+        let example = format!("`{node_name} \"kai.scheduler/node-pool\"=\"pool-a\"`");
+        let mut out = std::collections::BTreeMap::new();
+        if let Some(block) = node.children() {
+            self.error(
+                Code::UnexpectedArgument,
+                format!("`{node_name}` takes no block"),
+                self.at(block.span()).with_text("block"),
+                format!("write the {what}s as key=value on the node: {example}"),
+            );
+        }
+        let mut firsts: Vec<(&str, Label)> = Vec::new();
+        for entry in node.entries() {
+            let Some(key) = entry.name() else {
+                self.error(
+                    Code::UnexpectedArgument,
+                    format!(
+                        "`{node_name}` takes only key=value pairs, but has {}",
+                        describe(entry.value())
+                    ),
+                    self.at(entry.span()).with_text("not key=value"),
+                    format!("write each {what} as \"key\"=\"value\": {example}"),
+                );
+                continue;
+            };
+            let key = key.value();
+            let at = self.at(entry.span());
+            if let Err(why) = check_label_key(key) {
+                self.error(
+                    Code::InvalidName,
+                    format!("\"{key}\" is not a Kubernetes {what} key: {why}"),
+                    at.with_text(format!("invalid {what} key")),
+                    format!("{what} keys are an optional DNS prefix and a name, like \"kai.scheduler/node-pool\""),
+                );
+                continue;
+            }
+            if labels && key == crate::lower::objects::MANAGED_BY.0 {
+                self.error(
+                    Code::InvalidValue,
+                    format!("the label \"{key}\" is kai-policy's own"),
+                    at.with_text("reserved label"),
+                    "kai-policy sets it on every object it writes, so that audits and `kubectl apply --prune` find them; remove it",
+                );
+                continue;
+            }
+            let Some(value) = entry.value().as_string() else {
+                self.wrong_type(entry, "a string", &example);
+                continue;
+            };
+            if labels && let Err(why) = check_label_value(value) {
+                self.error(
+                    Code::InvalidValue,
+                    format!("\"{value}\" is not a Kubernetes label value: {why}"),
+                    at.with_text("invalid label value"),
+                    "label values are at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit (or empty); put longer text in `annotations`",
+                );
+                continue;
+            }
+            if let Some((_, first)) = firsts.iter().find(|(k, _)| *k == key) {
+                self.diags.push(
+                    Diagnostic::error(
+                        Code::Duplicate,
+                        format!("the {what} \"{key}\" is set twice"),
+                        at.with_text("set again here"),
+                    )
+                    .with_secondary(first.clone().with_text("first set here"))
+                    .with_help(format!("keep one \"{key}\"=")),
+                );
+                continue;
+            }
+            firsts.push((key, at));
+            out.insert(key.to_string(), value.to_string());
+        }
+        out
     }
 
     /// A `gpu`, `cpu` or `memory` node; `None` if anything in it is wrong, so that the

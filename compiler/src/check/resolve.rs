@@ -478,6 +478,25 @@ impl Resolver<'_> {
                 }
                 self.push(diag);
             }
+            // KAI refuses any request above a queue's limit (capacity_policy/max_allowed_check.go,
+            // isOverLimit: limit < allocated + requested), so a limit of 0 shuts the resource off.
+            if r.policy.limit == Bound::Finite(0) {
+                self.push(
+                    Diagnostic::warning(
+                        Code::ZeroLimit,
+                        format!(
+                            "queue \"{name}\" has a {k} limit of 0, so it can never run a pod that asks for {}",
+                            noun(kind)
+                        ),
+                        r.limit_at.clone().unwrap_or_else(|| r.at.clone()).with_text("limit 0"),
+                    )
+                    .with_help(format!(
+                        "to leave {} ungoverned here, drop the `{k}` line; to allow some, give a limit above 0; keep `limit=0` only to forbid pods that ask for {} in this queue",
+                        noun(kind),
+                        noun(kind)
+                    )),
+                );
+            }
             if quota == Bound::Finite(0) && r.policy.weight == 0.0 {
                 self.push(
                     Diagnostic::warning(
@@ -492,7 +511,7 @@ impl Resolver<'_> {
                             .with_text("weight 0 with quota 0"),
                     )
                     .with_help(format!(
-                        "its jobs can use {} only while no other queue wants them, and lose them first; give the queue a {k} quota or a weight above 0, or remove the queue",
+                        "its preemptible jobs can use {} only while no other queue wants them, and lose them first; its non-preemptible jobs never start (they run only within quota); give the queue a {k} quota or a weight above 0, or remove the queue",
                         noun(kind)
                     )),
                 );
@@ -894,6 +913,8 @@ impl Resolver<'_> {
                     .map(|n| n.value.clone())
                     .or_else(|| inherited.and_then(|p| p.placement.clone())),
                 min_runtime,
+                labels: q.labels.clone(),
+                annotations: q.annotations.clone(),
                 origin: origin(&q.name.at),
             });
         }

@@ -32,7 +32,10 @@ pub fn run(args: &ExplainArgs) -> Result<u8, CliError> {
     };
     let (sources, checked) = load_and_check(&policy_args.dir)?;
     let Some(policy) = &checked.policy else {
-        eprint!("{}", render(super::Format::Human, &checked, &sources));
+        eprint!(
+            "{}",
+            render(super::Format::Human, &checked.diagnostics, &sources)
+        );
         return Ok(status_of(&checked, false));
     };
     let demand = match &args.scenario {

@@ -1,6 +1,6 @@
 //! `kai-policy fmt [DIR] [--check]`: rewrites policy files in the canonical layout.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::{CliError, EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS, human_style, output, print_stdout};
 use crate::diagnostics;
@@ -36,8 +36,17 @@ pub fn run(args: &FmtArgs) -> Result<u8, CliError> {
             Err(e @ FormatError::Unstable(_)) => internal.push(format!("{}: {e}", file.path)),
         }
     }
+    diagnostics::sort(&mut problems);
+    let (errors, notes): (Vec<_>, Vec<_>) = problems.into_iter().partition(|d| d.is_error());
+    if !notes.is_empty() {
+        // A path the walk skipped: said, but it does not stop the files that were read.
+        eprint!(
+            "{}",
+            diagnostics::render_human(&notes, &sources, human_style())
+        );
+    }
+    let problems = errors;
     if !problems.is_empty() {
-        diagnostics::sort(&mut problems);
         print_stdout(&diagnostics::render_human(
             &problems,
             &sources,
@@ -55,7 +64,9 @@ pub fn run(args: &FmtArgs) -> Result<u8, CliError> {
     let mut listing = String::new();
     for (path, text) in &changed {
         if !args.check {
-            output::write_atomically(Path::new(path), text.as_bytes())?;
+            // Through a symbolic link, the file it points to is rewritten; the link stays.
+            let target = std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path));
+            output::write_atomically(&target, text.as_bytes())?;
         }
         listing.push_str(path);
         listing.push('\n');

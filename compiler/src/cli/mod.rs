@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::check::{self, Checked};
-use crate::diagnostics::{self, HumanStyle, Summary};
+use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label, Summary};
 use crate::lower::Artifacts;
-use crate::source::{self, SourceSet};
+use crate::source::{self, FileId, SourceFile, SourceSet};
 
 /// Exit status: success (no errors; or, for `diff`, no change).
 pub const EXIT_OK: u8 = 0;
@@ -196,8 +196,7 @@ fn human_style() -> HumanStyle {
 }
 
 /// Renders diagnostics in the chosen format.
-fn render(format: Format, checked: &Checked, sources: &SourceSet) -> String {
-    let d = &checked.diagnostics;
+fn render(format: Format, d: &[Diagnostic], sources: &SourceSet) -> String {
     match format {
         Format::Human => diagnostics::render_human(d, sources, human_style()),
         Format::Json => diagnostics::render_json(d, sources),
@@ -209,37 +208,117 @@ fn render(format: Format, checked: &Checked, sources: &SourceSet) -> String {
 /// Exit status for a checked policy: 1 on errors, or on warnings when they are denied.
 fn status_of(checked: &Checked, deny_warnings: bool) -> u8 {
     let summary = Summary::of(&checked.diagnostics);
-    if summary.errors > 0 || (deny_warnings && summary.warnings > 0) {
+    if summary.errors > 0 || denied(checked, deny_warnings) {
         EXIT_PROBLEMS
     } else {
         EXIT_OK
     }
 }
 
+/// Whether the run fails only because warnings are denied (the policy itself has no error).
+fn denied(checked: &Checked, deny_warnings: bool) -> bool {
+    let summary = Summary::of(&checked.diagnostics);
+    deny_warnings && summary.errors == 0 && summary.warnings > 0
+}
+
+/// The sentence that says why a policy without errors fails.
+fn denied_sentence(checked: &Checked) -> String {
+    let n = Summary::of(&checked.diagnostics).warnings;
+    let plural = if n == 1 { "warning" } else { "warnings" };
+    format!(
+        "error: failing because warnings are denied (--deny-warnings): {n} {plural}, no errors; \
+         fix them, or drop --deny-warnings to let warnings pass"
+    )
+}
+
+/// A command error (exit 2) as one diagnostic of the chosen machine-readable format, naming the
+/// path it is about, so a CI step that uploads the output always gets a valid document.
+fn failure_document(format: Format, path: &Path, error: &CliError) -> String {
+    let sources = SourceSet::new(vec![SourceFile::new(
+        source::display_path(path),
+        String::new(),
+    )]);
+    let d = Diagnostic::error(
+        Code::CannotRun,
+        error.to_string(),
+        Label::new(FileId(0), 0, 0),
+    )
+    .with_help("check the path and its permissions; the policy itself was not checked");
+    render(format, &[d], &sources)
+}
+
 fn check_command(args: &PolicyArgs) -> Result<u8, CliError> {
-    let (sources, checked) = load_and_check(&args.dir)?;
-    print_stdout(&render(args.format, &checked, &sources));
+    let (sources, checked) = match load_and_check(&args.dir) {
+        Ok(loaded) => loaded,
+        Err(e) if args.format != Format::Human => {
+            print_stdout(&failure_document(args.format, &args.dir, &e));
+            eprintln!("error: {e}");
+            return Ok(EXIT_FAILURE);
+        }
+        Err(e) => return Err(e),
+    };
+    print_stdout(&render(args.format, &checked.diagnostics, &sources));
+    if denied(&checked, args.deny_warnings) {
+        eprintln!("{}", denied_sentence(&checked));
+    }
     Ok(status_of(&checked, args.deny_warnings))
 }
 
 fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
-    let (sources, checked) = load_and_check(&args.policy.dir)?;
-    let status = status_of(&checked, args.policy.deny_warnings);
+    let format = args.policy.format;
     // Diagnostics go to stderr so that `--out -` keeps stdout a clean YAML stream; a clean
-    // human run prints nothing but the summary of what was written.
-    if !checked.diagnostics.is_empty() || args.policy.format != Format::Human {
-        eprint!("{}", render(args.policy.format, &checked, &sources));
-    }
+    // human run prints nothing but the summary of what was written. A machine-readable format
+    // gets exactly one document there, also when the command cannot run.
+    let (sources, checked) = match load_and_check(&args.policy.dir) {
+        Ok(loaded) => loaded,
+        Err(e) if format != Format::Human => {
+            eprint!("{}", failure_document(format, &args.policy.dir, &e));
+            return Ok(EXIT_FAILURE);
+        }
+        Err(e) => return Err(e),
+    };
+    let status = status_of(&checked, args.policy.deny_warnings);
+    let diagnostics = &checked.diagnostics;
     let (Some(policy), EXIT_OK) = (&checked.policy, status) else {
+        eprint!("{}", render(format, diagnostics, &sources));
+        if denied(&checked, args.policy.deny_warnings) && format == Format::Human {
+            eprintln!("{}", denied_sentence(&checked));
+        }
         return Ok(EXIT_PROBLEMS);
     };
     let artifacts = Artifacts::new(policy, crate::git::source_info(&args.policy.dir));
+    let written = if args.out.as_os_str() == "-" {
+        artifacts
+            .objects_yaml()
+            .map(|yaml| print_stdout(&yaml))
+            .map_err(CliError::from)
+    } else {
+        output::write_artifacts(&args.out, &artifacts)
+    };
+    match written {
+        Ok(()) if diagnostics.is_empty() && format == Format::Human => {}
+        Ok(()) => eprint!("{}", render(format, diagnostics, &sources)),
+        Err(e) if format == Format::Human => {
+            eprint!("{}", render(format, diagnostics, &sources));
+            return Err(e);
+        }
+        Err(e) => {
+            // The write error joins the policy's diagnostics in the one document.
+            let mut sources = sources.clone();
+            let out = sources.push(SourceFile::new(source::display_path(&args.out), ""));
+            let mut all = diagnostics.clone();
+            all.push(
+                Diagnostic::error(Code::CannotRun, e.to_string(), Label::new(out, 0, 0))
+                    .with_help("check that the output folder can be written; nothing was replaced"),
+            );
+            eprint!("{}", render(format, &all, &sources));
+            return Ok(EXIT_FAILURE);
+        }
+    }
     if args.out.as_os_str() == "-" {
-        print_stdout(&artifacts.objects_yaml()?);
         return Ok(EXIT_OK);
     }
-    output::write_artifacts(&args.out, &artifacts)?;
-    if args.policy.format == Format::Human {
+    if format == Format::Human {
         eprintln!(
             "wrote {} queues, {} priority classes and scheduler-config.json ({}) to {}",
             artifacts.queues.len(),

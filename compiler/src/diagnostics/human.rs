@@ -18,6 +18,7 @@ pub enum HumanStyle {
 
 /// Renders every diagnostic as a miette report, then a one-line summary.
 pub fn render_human(diagnostics: &[Diagnostic], sources: &SourceSet, style: HumanStyle) -> String {
+    let diagnostics = &super::printable(diagnostics);
     let theme = match style {
         HumanStyle::Colour => GraphicalTheme::unicode(),
         HumanStyle::Plain => GraphicalTheme::unicode_nocolor(),
@@ -99,13 +100,13 @@ impl Report {
 
 fn named(sources: &SourceSet, label: &Label) -> NamedSource<String> {
     let file = sources.get(label.file);
-    let mut text = file.text.clone();
+    let mut text = super::mask_controls(&file.text).into_owned();
     // miette draws nothing for a point at the very end of the text (an unclosed block, the
     // first byte that is not UTF-8): give it a column to stand on.
     if label.offset >= text.len() {
         text.push(' ');
     }
-    NamedSource::new(file.path.clone(), text)
+    NamedSource::new(super::escape_controls(&file.path), text)
 }
 
 fn labeled(label: &Label, primary: bool) -> LabeledSpan {

@@ -47,6 +47,7 @@ struct JsonSummary {
 
 /// Renders the diagnostics as one pretty-printed JSON document.
 pub fn render_json(diagnostics: &[Diagnostic], sources: &SourceSet) -> String {
+    let diagnostics = &super::printable(diagnostics);
     let summary = Summary::of(diagnostics);
     let doc = Document {
         diagnostics: diagnostics

@@ -55,6 +55,7 @@ macro_rules! codes {
 }
 
 codes! {
+    CannotRun = "KP0000", "cannot-run", "The command could not run: the policy path is missing or unreadable, holds no policy file, or an output could not be written.";
     Syntax = "KP0001", "syntax", "The file is not valid KDL v2.";
     UnknownNode = "KP0002", "unknown-node", "A node that the policy language does not have at that place.";
     UnknownProperty = "KP0003", "unknown-property", "A property that the node does not take.";
@@ -79,6 +80,9 @@ codes! {
     PolicyTooLarge = "KP0022", "policy-too-large", "The policy breaks a size limit (file size, nesting depth, number of queues or files).";
     InvalidName = "KP0023", "invalid-name", "A queue or namespace name that Kubernetes does not accept.";
     UnexpectedArgument = "KP0024", "unexpected-argument", "An argument that the node does not take.";
+    SkippedPath = "KP0025", "skipped-path", "A path under the policy folder that was not read: a broken symbolic link, a link loop, or something that is neither a file nor a folder.";
+    BytesOfMemory = "KP0026", "memory-without-unit", "A memory amount with no unit below 1Mi: it counts bytes, which is almost never what was meant.";
+    ZeroLimit = "KP0027", "zero-limit", "A limit of 0: the queue can never run a pod that asks for that resource.";
 }
 
 /// A place in a policy file, with an optional label printed under it.
@@ -202,6 +206,68 @@ impl Summary {
     }
 }
 
+/// Whether a character would act on a terminal or reorder text instead of showing: C0 and C1
+/// controls (but not tab or line feed) and Unicode's bidirectional controls.
+fn is_control(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text from a policy file made safe to print: each control character becomes a visible
+/// `\u{1b}` escape, so a hostile file cannot move the cursor, recolour or hide text.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_control(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Source text for a snippet: each control character becomes `?`, `·` or `�` — whichever has
+/// its UTF-8 length — so every byte offset of a span still points at the same place.
+pub(crate) fn mask_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| match (is_control(c), c.len_utf8()) {
+            (false, _) => c,
+            (true, 1) => '?',
+            (true, 2) => '·',
+            (true, _) => '\u{fffd}',
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// The diagnostics with every message, help and label text escaped for printing.
+fn printable(diagnostics: &[Diagnostic]) -> Vec<Diagnostic> {
+    let esc = |t: &str| escape_controls(t).into_owned();
+    diagnostics
+        .iter()
+        .map(|d| {
+            let label = |l: &Label| Label {
+                text: l.text.as_deref().map(esc),
+                ..l.clone()
+            };
+            Diagnostic {
+                message: esc(&d.message),
+                help: d.help.as_deref().map(esc),
+                primary: label(&d.primary),
+                secondary: d.secondary.iter().map(label).collect(),
+                ..d.clone()
+            }
+        })
+        .collect()
+}
+
 /// A label resolved to what users see: path, line and column (1-based; columns in characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -224,7 +290,7 @@ impl Location {
         let (line, column) = file.line_col(label.offset);
         let (end_line, end_column) = file.line_col(label.offset + label.len);
         Location {
-            file: file.path.clone(),
+            file: escape_controls(&file.path).into_owned(),
             line,
             column,
             end_line,

@@ -7,6 +7,7 @@ use crate::source::SourceSet;
 
 /// Renders a SARIF 2.1.0 log with one run, every rule described and one result per diagnostic.
 pub fn render_sarif(diagnostics: &[Diagnostic], sources: &SourceSet) -> String {
+    let diagnostics = &super::printable(diagnostics);
     let rules: Vec<Value> = Code::ALL
         .iter()
         .map(|c| {

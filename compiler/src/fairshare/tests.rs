@@ -146,8 +146,10 @@ fn children_divide_their_parents_share_and_limits_cap_everyone() {
         Cap::Limit
     );
     assert_eq!(gpus(&s, "vision"), 27.0);
-    // ds's 43: inference deserves only its request of 5, analytics takes whole GPUs of the rest;
-    // the half GPU that no whole unit can carry stays undivided.
+    // ds's 43: inference deserves only its request of 5, analytics takes the 13 whole GPUs of
+    // the 13.5 left and remembers 0.5. This test expected 37.5 (the half GPU undivided) until
+    // the engine followed KAI's `divideRemainingResource`, which hands the last half GPU
+    // (`min(1, remaining)`) to the queue with the largest remainder: 24.5 + 13 + 0.5.
     assert_eq!(gpus(&s, "inference"), 5.0);
     assert_eq!(
         s.iter()
@@ -157,7 +159,7 @@ fn children_divide_their_parents_share_and_limits_cap_everyone() {
             .deserved_by,
         DeservedBy::Request
     );
-    assert_eq!(gpus(&s, "analytics"), 37.5);
+    assert_eq!(gpus(&s, "analytics"), 38.0);
 }
 
 #[test]
@@ -191,6 +193,7 @@ struct Q {
     limit: Option<i64>,
     weight: u32,
     priority: i32,
+    /// In milli-GPUs, a multiple of half a GPU (so remainders and fractional leftovers occur).
     request: i64,
 }
 
@@ -213,7 +216,7 @@ fn arb_queues() -> impl Strategy<Value = Vec<Q>> {
             prop::option::of(0i64..40),
             0u32..5,
             0i32..3,
-            0i64..50,
+            0i64..100,
         ),
         1..8,
     )
@@ -226,7 +229,7 @@ fn arb_queues() -> impl Strategy<Value = Vec<Q>> {
                 limit: limit.map(|l| l.max(quota)),
                 weight,
                 priority: priority * 100,
-                request,
+                request: request * 500,
             })
             .collect()
     })
@@ -234,23 +237,52 @@ fn arb_queues() -> impl Strategy<Value = Vec<Q>> {
 
 fn run(queues: &[Q], capacity: i64, k: f64) -> Vec<(String, Share)> {
     let p = policy(&flat_policy(queues));
-    let demand: Vec<(&str, i64)> = queues
+    let mut d = Demand {
+        k,
+        ..Demand::default()
+    };
+    d.capacity.gpu = Some(capacity * 1000);
+    d.request = vec![PerResource::default(); p.queues.len()];
+    d.usage = vec![PerResource::default(); p.queues.len()];
+    for q in queues {
+        let i = p.queues.iter().position(|x| x.name == q.name).unwrap();
+        d.request[i].gpu = q.request;
+    }
+    let mut s: Vec<(String, Share)> = p
+        .queues
         .iter()
-        .map(|q| (q.name.as_str(), q.request))
+        .zip(compute(&p, &d).queues)
+        .map(|(q, s)| (q.name.clone(), s.gpu))
         .collect();
-    let mut s = gpu_shares(&p, capacity, &demand, k, &[]);
     s.sort_by(|a, b| a.0.cmp(&b.0));
     s
 }
 
+/// `PROPTEST_CASES` sets how many cases each property runs (CI keeps the fast default).
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(128),
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
+    #![proptest_config(config())]
+
+    /// The rounds never pass a queue's limit or request; only KAI's leftover pass may, by less
+    /// than the one unit it gives (`divideRemainingResource` does not check the request).
     #[test]
-    fn no_queue_gets_more_than_its_limit_or_its_request(queues in arb_queues(), capacity in 0i64..200) {
+    fn only_the_one_leftover_unit_can_pass_a_limit_or_request(queues in arb_queues(), capacity in 0i64..200) {
         for (name, s) in run(&queues, capacity, 0.0) {
             let q = queues.iter().find(|q| q.name == name).unwrap();
-            prop_assert!(s.fair_share <= q.request * 1000, "{name}: {s:?}");
-            if let Some(limit) = q.limit {
-                prop_assert!(s.fair_share <= limit * 1000, "{name}: {s:?}");
+            let requestable = q.limit.map_or(q.request, |l| q.request.min(l * 1000));
+            prop_assert!(s.leftover <= 1000, "{name}: {s:?}");
+            prop_assert!(s.fair_share - s.leftover <= requestable, "{name}: {s:?}");
+            if s.fair_share > requestable {
+                prop_assert!(s.fair_share - requestable < 1000, "{name}: {s:?}");
             }
         }
     }
@@ -261,10 +293,18 @@ proptest! {
         let total: i64 = shares.iter().map(|(_, s)| s.fair_share).sum();
         let deserved: i64 = shares.iter().map(|(_, s)| s.deserved).sum();
         prop_assert!(total <= (capacity * 1000).max(deserved));
+        for (_, s) in &shares {
+            prop_assert_eq!(s.undivided, (capacity * 1000 - total).max(0));
+        }
     }
 
+    /// KAI's rounds are not monotone to the unit: with more weight a queue can take the whole
+    /// units of a bigger offer, stop the rounds earlier and lose a leftover tie it used to win
+    /// (16.5 GPUs for a bucket of two, one wanting 3 and one 15, and 1 more wanted below: the
+    /// second gets 13.5 at weights 1:1 but 13 at 1:5). What holds is that it never loses a
+    /// whole unit.
     #[test]
-    fn with_k_zero_more_weight_never_means_less(queues in arb_queues(), capacity in 0i64..200, pick in 0usize..8, extra in 1u32..5) {
+    fn with_k_zero_more_weight_never_costs_a_whole_unit(queues in arb_queues(), capacity in 0i64..200, pick in 0usize..8, extra in 1u32..5) {
         let pick = pick % queues.len();
         let before = run(&queues, capacity, 0.0);
         let mut heavier = queues.clone();
@@ -272,7 +312,7 @@ proptest! {
         let after = run(&heavier, capacity, 0.0);
         let name = &queues[pick].name;
         let get = |s: &[(String, Share)]| s.iter().find(|(n, _)| n == name).unwrap().1.fair_share;
-        prop_assert!(get(&after) >= get(&before), "{name}: {} → {}", get(&before), get(&after));
+        prop_assert!(get(&after) > get(&before) - 1000, "{name}: {} → {}", get(&before), get(&after));
     }
 
     #[test]
@@ -280,10 +320,10 @@ proptest! {
         let shares = run(&queues, capacity, 0.0);
         // Ties (equal fractions competing for a leftover unit) are broken by declaration order
         // on purpose, so only untied cases must agree.
-        let mut fractions: Vec<(i32, u64)> = shares
+        let mut fractions: Vec<(i32, i64)> = shares
             .iter()
             .filter(|(_, s)| s.fraction > 0.0)
-            .map(|(n, s)| (queues.iter().find(|q| &q.name == n).unwrap().priority, s.fraction.to_bits()))
+            .map(|(n, s)| (queues.iter().find(|q| &q.name == n).unwrap().priority, (s.fraction * 1e9).round() as i64))
             .collect();
         let before = fractions.len();
         fractions.sort_unstable();
@@ -298,5 +338,25 @@ proptest! {
         let again = run(&shuffled, capacity, 0.0);
         let amounts = |s: &[(String, Share)]| s.iter().map(|(n, s)| (n.clone(), s.fair_share)).collect::<Vec<_>>();
         prop_assert_eq!(amounts(&shares), amounts(&again));
+    }
+}
+
+#[test]
+fn when_every_pull_is_zero_the_rest_stays_undivided_and_says_so() {
+    let p = policy(&format!(
+        "queue \"a\" {{ gpu quota=0; {OPEN} }}; queue \"b\" {{ gpu quota=0; {OPEN} }}"
+    ));
+    // Both used the whole cluster lately: P = max(0, 0.5 + (0.5 − 1)) = 0 each, so KAI's
+    // `divideUpToFairShare` stops before its first round (shareWeightsSum == 0).
+    let s = gpu_shares(
+        &p,
+        10,
+        &[("a", 10), ("b", 10)],
+        1.0,
+        &[("a", 1.0), ("b", 1.0)],
+    );
+    for (_, share) in &s {
+        assert_eq!((share.fair_share, share.undivided), (0, 10_000));
+        assert_eq!(share.cap, Cap::Stopped);
     }
 }

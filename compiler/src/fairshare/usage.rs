@@ -2,12 +2,27 @@
 //!
 //! `U = Σ decayed allocation / Σ decayed capacity` over the samples inside the window, where a
 //! sample `age` seconds old counts `0.5^(age / half-life)`. KAI reads the same figure from
-//! Prometheus; we record samples ourselves, so it works with no extra service.
+//! Prometheus (`pkg/scheduler/cache/usagedb`); we record samples ourselves, so it works with no
+//! extra service.
+//!
+//! Memory is bounded: samples are summed into at most [`BUCKETS`] buckets of `window / BUCKETS`
+//! seconds (a sample per second over a week is still 64 buckets), each aged by the mean time of
+//! its samples, so one sample per bucket is exact and more are averaged. Queues are keyed by
+//! name, so a history survives a policy reload that adds, removes or reorders queues, and a
+//! restart ([`UsageHistory::to_json`], [`UsageHistory::from_json`]).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
 
 use crate::model::{Fairness, PerResource};
 use crate::quantity::ResourceKind;
+
+/// Buckets kept over one window.
+pub const BUCKETS: u64 = 64;
+
+/// Version of the persisted history; a file of another version is not read.
+const FORMAT: u32 = 1;
 
 /// One observation: when, the cluster's capacity, and what each queue had allocated.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,79 +31,158 @@ pub struct Sample {
     pub at: u64,
     /// Cluster capacity at that moment, in stored units.
     pub capacity: PerResource<i64>,
-    /// Allocation per queue (indexed like `Policy::queues`), in stored units.
-    pub allocated: Vec<PerResource<i64>>,
+    /// Allocation per queue name, in stored units (queues with nothing may be left out).
+    pub allocated: Vec<(String, PerResource<i64>)>,
 }
 
-/// The samples of the last window, oldest first.
-#[derive(Debug, Clone, Default)]
+/// Sums of the samples of one stretch of time, amounts as `[gpu, cpu, memory]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Bucket {
+    /// Time of its first sample (the bucket covers `first .. first + width`).
+    first: u64,
+    /// Time of its latest sample.
+    last: u64,
+    /// Sum of its samples' times, for their mean.
+    sum_at: f64,
+    /// Samples summed.
+    samples: u64,
+    capacity: [f64; 3],
+    allocated: BTreeMap<String, [f64; 3]>,
+}
+
+/// The usage samples of the last window, summed into buckets, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageHistory {
-    samples: VecDeque<Sample>,
+    format: u32,
+    buckets: VecDeque<Bucket>,
+}
+
+impl Default for UsageHistory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn amounts(p: &PerResource<i64>) -> [f64; 3] {
+    ResourceKind::ALL.map(|k| *p.get(k) as f64)
+}
+
+fn add(into: &mut [f64; 3], from: [f64; 3]) {
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
 }
 
 impl UsageHistory {
     /// An empty history.
     pub fn new() -> Self {
-        Self::default()
+        UsageHistory {
+            format: FORMAT,
+            buckets: VecDeque::new(),
+        }
     }
 
-    /// Records a sample and forgets those older than the window. Samples must come in time order;
-    /// one older than the newest is ignored (a clock that went backwards).
+    /// Records a sample and forgets buckets whose latest sample left the window. Samples must
+    /// come in time order; one older than the newest is ignored (a clock that went backwards).
     pub fn record(&mut self, sample: Sample, fairness: &Fairness) {
-        if self.samples.back().is_some_and(|last| sample.at < last.at) {
+        if self.buckets.back().is_some_and(|b| sample.at < b.last) {
             return;
         }
+        let width = (fairness.window.0 / BUCKETS).max(1);
         let now = sample.at;
-        self.samples.push_back(sample);
+        let fits = self
+            .buckets
+            .back()
+            .is_some_and(|b| sample.at < b.first.saturating_add(width));
+        if !fits {
+            self.buckets.push_back(Bucket {
+                first: now,
+                last: now,
+                sum_at: 0.0,
+                samples: 0,
+                capacity: [0.0; 3],
+                allocated: BTreeMap::new(),
+            });
+        }
+        if let Some(b) = self.buckets.back_mut() {
+            b.last = now;
+            b.sum_at += now as f64;
+            b.samples += 1;
+            add(&mut b.capacity, amounts(&sample.capacity));
+            for (queue, a) in &sample.allocated {
+                add(b.allocated.entry(queue.clone()).or_default(), amounts(a));
+            }
+        }
         while self
-            .samples
+            .buckets
             .front()
-            .is_some_and(|s| now.saturating_sub(s.at) > fairness.window.0)
+            .is_some_and(|b| now.saturating_sub(b.last) > fairness.window.0)
         {
-            self.samples.pop_front();
+            self.buckets.pop_front();
         }
     }
 
-    /// How many samples are kept.
+    /// How many buckets are kept (at most [`BUCKETS`] + 1).
     pub fn len(&self) -> usize {
-        self.samples.len()
+        self.buckets.len()
     }
 
-    /// Whether no sample is kept.
+    /// Whether nothing is recorded.
     pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
+        self.buckets.is_empty()
     }
 
-    /// Normalised usage per queue at time `now`, each in [0, 1]; 0 where nothing was recorded.
-    pub fn usage(&self, queues: usize, now: u64, fairness: &Fairness) -> Vec<PerResource<f64>> {
-        let mut allocated = vec![PerResource::<f64>::default(); queues];
-        let mut capacity = PerResource::<f64>::default();
+    /// Normalised usage of each of `queues` (names) at time `now`, each in [0, 1]; 0 where
+    /// nothing was recorded.
+    pub fn usage(&self, queues: &[&str], now: u64, fairness: &Fairness) -> Vec<PerResource<f64>> {
+        let mut allocated = vec![[0.0f64; 3]; queues.len()];
+        let mut capacity = [0.0f64; 3];
         let half_life = fairness.half_life.0.max(1) as f64;
-        for s in &self.samples {
-            let age = now.saturating_sub(s.at);
-            if age > fairness.window.0 {
+        for b in &self.buckets {
+            let mean = b.sum_at / b.samples.max(1) as f64;
+            let age = (now as f64 - mean).max(0.0);
+            if age > fairness.window.0 as f64 {
                 continue;
             }
-            let weight = 0.5f64.powf(age as f64 / half_life);
-            for kind in ResourceKind::ALL {
-                *capacity.get_mut(kind) += weight * *s.capacity.get(kind) as f64;
-                for (q, a) in s.allocated.iter().enumerate().take(queues) {
-                    *allocated[q].get_mut(kind) += weight * *a.get(kind) as f64;
+            let weight = 0.5f64.powf(age / half_life);
+            add(&mut capacity, b.capacity.map(|c| c * weight));
+            for (q, name) in queues.iter().enumerate() {
+                if let Some(a) = b.allocated.get(*name) {
+                    add(&mut allocated[q], a.map(|a| a * weight));
                 }
             }
         }
-        for per in &mut allocated {
-            for kind in ResourceKind::ALL {
-                let total = *capacity.get(kind);
-                let u = per.get_mut(kind);
-                *u = if total > 0.0 {
-                    (*u / total).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                };
-            }
-        }
         allocated
+            .into_iter()
+            .map(|a| {
+                let mut u = PerResource::<f64>::default();
+                for (i, kind) in ResourceKind::ALL.into_iter().enumerate() {
+                    *u.get_mut(kind) = if capacity[i] > 0.0 {
+                        (a[i] / capacity[i]).clamp(0.0, 1.0)
+                    } else {
+                        0.0
+                    };
+                }
+                u
+            })
+            .collect()
+    }
+
+    /// The history as JSON, to persist across restarts.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A history persisted by [`UsageHistory::to_json`]; an error says why it cannot be read.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let h: UsageHistory = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if h.format != FORMAT {
+            return Err(format!(
+                "usage history format {} (this scheduler reads format {FORMAT})",
+                h.format
+            ));
+        }
+        Ok(h)
     }
 }
 
@@ -116,7 +210,7 @@ mod tests {
         Sample {
             at,
             capacity: per(10),
-            allocated: vec![per(gpus_a), per(gpus_b)],
+            allocated: vec![("a".into(), per(gpus_a)), ("b".into(), per(gpus_b))],
         }
     }
 
@@ -126,7 +220,7 @@ mod tests {
         for hour in 0..48 {
             h.record(sample(hour * 3600, 3, 7), &fairness());
         }
-        let u = h.usage(2, 47 * 3600, &fairness());
+        let u = h.usage(&["a", "b"], 47 * 3600, &fairness());
         assert!(
             (u[0].gpu - 0.3).abs() < 1e-9 && (u[1].gpu - 0.7).abs() < 1e-9,
             "{u:?}"
@@ -139,7 +233,7 @@ mod tests {
         let mut h = UsageHistory::new();
         h.record(sample(0, 10, 0), &fairness());
         h.record(sample(DAY, 0, 10), &fairness());
-        let u = h.usage(2, DAY, &fairness());
+        let u = h.usage(&["a", "b"], DAY, &fairness());
         // a: 0.5·10 / (0.5·10 + 10) = 1/3; b: 10 / 15 = 2/3.
         assert!((u[0].gpu - 1.0 / 3.0).abs() < 1e-9, "{u:?}");
         assert!((u[1].gpu - 2.0 / 3.0).abs() < 1e-9, "{u:?}");
@@ -157,7 +251,40 @@ mod tests {
         );
         h.record(sample(DAY, 10, 0), &fairness());
         assert_eq!(h.len(), 1);
-        let u = h.usage(2, 8 * DAY, &fairness());
+        let u = h.usage(&["a", "b"], 8 * DAY, &fairness());
         assert_eq!((u[0].gpu, u[1].gpu), (0.0, 1.0));
+    }
+
+    #[test]
+    fn a_sample_per_second_keeps_memory_bounded_and_the_same_usage() {
+        let f = Fairness {
+            k: 1.0,
+            window: Duration(640),
+            half_life: Duration(60),
+        };
+        let mut h = UsageHistory::new();
+        for at in 0..5_000 {
+            h.record(sample(at, 3, 7), &f);
+        }
+        assert!(h.len() <= BUCKETS as usize + 1, "{} buckets", h.len());
+        let u = h.usage(&["a", "b"], 4_999, &f);
+        assert!(
+            (u[0].gpu - 0.3).abs() < 1e-9 && (u[1].gpu - 0.7).abs() < 1e-9,
+            "{u:?}"
+        );
+    }
+
+    #[test]
+    fn usage_follows_queue_names_and_survives_a_restart() {
+        let mut h = UsageHistory::new();
+        h.record(sample(0, 4, 6), &fairness());
+        let back = UsageHistory::from_json(&h.to_json()).unwrap();
+        assert_eq!(back, h);
+        // A reloaded policy that reorders queues, drops one and adds another.
+        let u = back.usage(&["new", "b", "a"], 0, &fairness());
+        assert_eq!((u[0].gpu, u[1].gpu, u[2].gpu), (0.0, 0.6, 0.4));
+        let err = UsageHistory::from_json(&h.to_json().replace("\"format\":1", "\"format\":9"));
+        assert!(err.unwrap_err().contains("format 9"));
+        assert!(UsageHistory::from_json("{").is_err());
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::model::{self, Bound, Policy};
-use crate::quantity::ResourceKind;
+use crate::quantity::{Duration, ResourceKind};
 
 /// Version of the compiled config format; bumped on any incompatible change.
 pub const CONFIG_API_VERSION: &str = "kai-policy.io/v1";
@@ -196,8 +196,12 @@ pub struct QueueConfig {
     pub placement: Option<String>,
     /// Minimum runtimes (inherited through ancestors and the cluster).
     pub min_runtime: MinRuntimeConfig,
-    /// `file:line` of the declaration.
-    pub source: String,
+    /// Labels of its Kubernetes object (such as KAI's `kai.scheduler/node-pool`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations of its Kubernetes object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// How a queue governs one resource; amounts in stored units, `null` meaning unlimited.
@@ -292,7 +296,8 @@ pub fn content(policy: &Policy) -> CompiledContent {
                 default_priority_class: q.default_priority_class.clone(),
                 placement: q.placement.clone(),
                 min_runtime: q.min_runtime.into(),
-                source: format!("{}:{}", q.origin.file, q.origin.line),
+                labels: q.labels.clone(),
+                annotations: q.annotations.clone(),
             })
             .collect(),
         namespace_defaults,
@@ -330,4 +335,303 @@ pub fn digest(content: &CompiledContent) -> String {
     let hash = Sha256::digest(&bytes);
     let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
+}
+
+/// Why a compiled config cannot be loaded. Every message names the file and says how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file cannot be read.
+    #[error("cannot read the compiled config {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The system's reason.
+        message: String,
+    },
+    /// Not JSON, or not the shape of a compiled config.
+    #[error(
+        "{path}:{line}:{column}: not a valid compiled config: {message}; rebuild it with `kai-policy build`"
+    )]
+    Json {
+        /// The file.
+        path: String,
+        /// 1-based line of the problem.
+        line: usize,
+        /// 1-based column of the problem.
+        column: usize,
+        /// What serde found.
+        message: String,
+    },
+    /// A format version this scheduler does not know.
+    #[error(
+        "{path}: api_version is {found}, but this scheduler reads {CONFIG_API_VERSION}; rebuild it with a matching `kai-policy build`"
+    )]
+    Version {
+        /// The file.
+        path: String,
+        /// The version it declares (quoted), or `missing`.
+        found: String,
+    },
+    /// The digest does not match the content: the file was edited or corrupted after `build`.
+    #[error(
+        "{path}: the digest {recorded} does not match the content (sha256 of the content is {computed}); the file was edited or damaged after `kai-policy build`: rebuild it rather than editing it"
+    )]
+    Digest {
+        /// The file.
+        path: String,
+        /// The digest written in the file.
+        recorded: String,
+        /// The digest of the content as found.
+        computed: String,
+    },
+    /// The content contradicts itself (a queue naming a parent that does not exist, …).
+    #[error("{path}: {message}; rebuild it with `kai-policy build`")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is inconsistent.
+        message: String,
+    },
+}
+
+/// Reads and verifies a compiled config file (see [`parse`]).
+pub fn load(path: &std::path::Path) -> Result<(CompiledPolicy, Policy), LoadError> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Read {
+        path: label.clone(),
+        message: e.to_string(),
+    })?;
+    parse(&label, &text)
+}
+
+/// Parses a compiled config, checks its format version and digest, and rebuilds the checked
+/// policy the scheduling cycle takes. `path` only labels errors.
+pub fn parse(path: &str, text: &str) -> Result<(CompiledPolicy, Policy), LoadError> {
+    let json_error = |e: serde_json::Error| LoadError::Json {
+        path: path.to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: e
+            .to_string()
+            .split(" at line ")
+            .next()
+            .unwrap_or("")
+            .to_string(),
+    };
+    // The version is read on its own first: a config of another version may have other fields,
+    // and "unknown version" is the error that tells the user what to do.
+    #[derive(Deserialize)]
+    struct Head {
+        api_version: Option<serde_json::Value>,
+    }
+    let head: Head = serde_json::from_str(text).map_err(json_error)?;
+    match &head.api_version {
+        Some(serde_json::Value::String(v)) if v == CONFIG_API_VERSION => {}
+        other => {
+            return Err(LoadError::Version {
+                path: path.to_string(),
+                found: other
+                    .as_ref()
+                    .map_or("missing".to_string(), |v| v.to_string()),
+            });
+        }
+    }
+    let config: CompiledPolicy = serde_json::from_str(text).map_err(json_error)?;
+    let computed = digest(&config.content);
+    if computed != config.digest {
+        return Err(LoadError::Digest {
+            path: path.to_string(),
+            recorded: config.digest,
+            computed,
+        });
+    }
+    let policy = config.to_policy().map_err(|message| LoadError::Invalid {
+        path: path.to_string(),
+        message,
+    })?;
+    Ok((config, policy))
+}
+
+impl CompiledPolicy {
+    /// The checked policy this config was compiled from, as far as scheduling reads it: what the
+    /// config does not carry (descriptions, where priority classes and placements were declared,
+    /// the oversubscription setting the checker enforces) is left empty or at its default.
+    /// Fails when the content contradicts itself (names that do not resolve, a parent declared
+    /// after its child), so the cycle never sees a dangling index.
+    pub fn to_policy(&self) -> Result<Policy, String> {
+        let c = &self.content;
+        let nowhere = || model::Origin {
+            file: String::new(),
+            line: 0,
+        };
+        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut queues: Vec<model::Queue> = Vec::with_capacity(c.queues.len());
+        for (i, q) in c.queues.iter().enumerate() {
+            if index.insert(&q.name, i).is_some() {
+                return Err(format!("queue {:?} is declared twice", q.name));
+            }
+            let parent = match &q.parent {
+                None => None,
+                Some(p) => Some(*index.get(p.as_str()).ok_or_else(|| {
+                    format!(
+                        "queue {:?} names parent {p:?}, which is not declared before it",
+                        q.name
+                    )
+                })?),
+            };
+            for (what, name, known) in [
+                (
+                    "priority class",
+                    &q.default_priority_class,
+                    c.priority_classes
+                        .iter()
+                        .any(|p| Some(&p.name) == q.default_priority_class.as_ref()),
+                ),
+                (
+                    "placement",
+                    &q.placement,
+                    c.placements
+                        .iter()
+                        .any(|p| Some(&p.name) == q.placement.as_ref()),
+                ),
+            ] {
+                if let (Some(name), false) = (name, known) {
+                    return Err(format!(
+                        "queue {:?} names {what} {name:?}, which is not declared",
+                        q.name
+                    ));
+                }
+            }
+            queues.push(model::Queue {
+                name: q.name.clone(),
+                display_name: q.display_name.clone(),
+                priority: q.priority,
+                parent,
+                children: Vec::new(),
+                depth: parent.map_or(0, |p| queues[p].depth + 1),
+                resources: model::PerResource {
+                    gpu: q.gpu.map(ResourceConfig::to_model),
+                    cpu: q.cpu.map(ResourceConfig::to_model),
+                    memory: q.memory.map(ResourceConfig::to_model),
+                },
+                namespaces: model::Namespaces {
+                    defaults: q.namespaces.clone(),
+                    open_to_all: q.open_to_all_namespaces,
+                },
+                default_priority_class: q.default_priority_class.clone(),
+                placement: q.placement.clone(),
+                min_runtime: q.min_runtime.to_model(),
+                labels: q.labels.clone(),
+                annotations: q.annotations.clone(),
+                origin: nowhere(),
+            });
+        }
+        for (i, q) in c.queues.iter().enumerate() {
+            for child in &q.children {
+                let &ci = index.get(child.as_str()).ok_or_else(|| {
+                    format!(
+                        "queue {:?} names child {child:?}, which is not declared",
+                        q.name
+                    )
+                })?;
+                if queues[ci].parent != Some(i) {
+                    return Err(format!(
+                        "queue {:?} lists child {child:?}, whose parent is another queue",
+                        q.name
+                    ));
+                }
+                queues[i].children.push(ci);
+            }
+        }
+        if let Some(q) = queues.iter().find(|q| {
+            q.parent.is_some_and(|p| {
+                !queues[p]
+                    .children
+                    .iter()
+                    .any(|&ci| queues[ci].name == q.name)
+            })
+        }) {
+            return Err(format!(
+                "queue {:?} is missing from its parent's children",
+                q.name
+            ));
+        }
+        let cl = &c.cluster;
+        Ok(Policy {
+            cluster: model::Cluster {
+                name: cl.name.clone(),
+                scheduler_name: cl.scheduler_name.clone(),
+                queue_label: cl.queue_label.clone(),
+                capacity: model::PerResource {
+                    gpu: cl.capacity.gpu_milli,
+                    cpu: cl.capacity.cpu_milli,
+                    memory: cl.capacity.memory_bytes,
+                },
+                placement: model::DefaultPlacement {
+                    gpu: cl.gpu_placement.into(),
+                    cpu: cl.cpu_placement.into(),
+                },
+                fairness: cl.fairness.map(|f| model::Fairness {
+                    k: f.k,
+                    window: Duration(f.window_seconds),
+                    half_life: Duration(f.half_life_seconds),
+                }),
+                min_runtime: cl.min_runtime.to_model(),
+                oversubscription: model::Oversubscription::default(),
+            },
+            priority_classes: c
+                .priority_classes
+                .iter()
+                .map(|p| model::PriorityClass {
+                    name: p.name.clone(),
+                    value: p.value,
+                    preemptible: p.preemptible,
+                    description: None,
+                    origin: nowhere(),
+                })
+                .collect(),
+            placements: c
+                .placements
+                .iter()
+                .map(|p| model::Placement {
+                    name: p.name.clone(),
+                    strategy: p.strategy.into(),
+                    max_gpus_per_node: p.max_gpus_per_node,
+                    topology_required: p.topology_required.clone(),
+                    topology_preferred: p.topology_preferred.clone(),
+                    origin: nowhere(),
+                })
+                .collect(),
+            queues,
+        })
+    }
+}
+
+impl From<Strategy> for model::Strategy {
+    fn from(s: Strategy) -> Self {
+        match s {
+            Strategy::Binpack => model::Strategy::Binpack,
+            Strategy::Spread => model::Strategy::Spread,
+        }
+    }
+}
+
+impl MinRuntimeConfig {
+    fn to_model(self) -> model::MinRuntime {
+        model::MinRuntime {
+            preempt: self.preempt_seconds.map(Duration),
+            reclaim: self.reclaim_seconds.map(Duration),
+        }
+    }
+}
+
+impl ResourceConfig {
+    fn to_model(self) -> model::ResourcePolicy {
+        let bound = |v: Option<i64>| v.map_or(model::Bound::Unlimited, model::Bound::Finite);
+        model::ResourcePolicy {
+            quota: bound(self.quota),
+            limit: bound(self.limit),
+            weight: self.weight,
+        }
+    }
 }

@@ -4,7 +4,7 @@
 pub mod config;
 pub mod objects;
 
-pub use config::{CompiledPolicy, SourceInfo};
+pub use config::{CompiledPolicy, LoadError, SourceInfo};
 pub use objects::{PriorityClassObject, QueueObject};
 
 use serde::Serialize;

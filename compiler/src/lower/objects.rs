@@ -10,8 +10,6 @@ use crate::quantity::ResourceKind;
 
 /// Label that marks objects kai-policy owns, so `kubectl apply --prune` and audits can find them.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kai-policy");
-/// Annotation naming the policy file and line an object came from.
-pub const SOURCE_ANNOTATION: &str = "kai-policy.io/source";
 /// KAI's label for a workload's preemptibility (it separates preemptibility from priority).
 pub const PREEMPTIBILITY_LABEL: &str = "kai.scheduler/preemptibility";
 
@@ -172,14 +170,14 @@ fn resource(policy: Option<ResourcePolicy>, kind: ResourceKind) -> QueueResource
     }
 }
 
-fn metadata(name: &str, origin: &crate::model::Origin) -> Metadata {
+// No annotation names the file or line an object came from: the objects are the policy's
+// meaning, so the same policy built from `policies` or `$PWD/policies`, reformatted, or with a
+// queue moved to another file, gives the same bytes (and `diff` sees no change).
+fn metadata(name: &str) -> Metadata {
     Metadata {
         name: name.to_string(),
         labels: BTreeMap::from([(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string())]),
-        annotations: BTreeMap::from([(
-            SOURCE_ANNOTATION.to_string(),
-            format!("{}:{}", origin.file, origin.line),
-        )]),
+        annotations: BTreeMap::new(),
     }
 }
 
@@ -191,7 +189,12 @@ pub fn queue_objects(policy: &Policy) -> Vec<QueueObject> {
         .map(|q| QueueObject {
             api_version: "scheduling.run.ai/v2".to_string(),
             kind: "Queue".to_string(),
-            metadata: metadata(&q.name, &q.origin),
+            metadata: {
+                let mut m = metadata(&q.name);
+                m.labels.extend(q.labels.clone());
+                m.annotations.extend(q.annotations.clone());
+                m
+            },
             spec: QueueSpec {
                 display_name: q.display_name.clone(),
                 parent_queue: q.parent.map(|p| policy.queues[p].name.clone()),
@@ -214,7 +217,7 @@ pub fn priority_class_objects(policy: &Policy) -> Vec<PriorityClassObject> {
         .priority_classes
         .iter()
         .map(|p| {
-            let mut metadata = metadata(&p.name, &p.origin);
+            let mut metadata = metadata(&p.name);
             let preemptibility = if p.preemptible {
                 "preemptible"
             } else {

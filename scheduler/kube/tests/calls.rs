@@ -26,15 +26,8 @@ fn pod(key: &str, group: Option<&str>, grace: u64) -> Pod {
         namespace: namespace.into(),
         name: name.into(),
         group: group.map(str::to_string),
-        queue: None,
-        priority_class: None,
-        request: Amounts::default(),
-        fractional: false,
-        node: None,
-        created: 0,
-        started: None,
         termination_grace_seconds: grace,
-        terminating: false,
+        ..Pod::default()
     }
 }
 

@@ -370,3 +370,70 @@ fn the_reclaim_json_reports_evictions() {
     assert_eq!(value["bound"], 40);
     assert!(value["evicted"].as_u64().unwrap() >= 40);
 }
+
+#[test]
+fn the_steady_cluster_is_mostly_full_with_a_backlog_in_starved_queues() {
+    let shape = Shape {
+        nodes: 40,
+        pods: 40 * 35,
+        queues: 30,
+        seed: 3,
+    };
+    let s = steady_cluster(&shape).unwrap();
+    assert_eq!(s.snapshot.pods.len(), 1_400);
+    // Six sevenths run: 1,200 pods, 30 per node (6 whole GPUs, 4 quarters, 20 CPU-only).
+    let running: Vec<_> = s
+        .snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node.is_some())
+        .collect();
+    assert_eq!(running.len(), 1_200);
+    for node in &s.snapshot.nodes {
+        let gpus: i64 = running
+            .iter()
+            .filter(|p| p.node.as_deref() == Some(&node.name))
+            .map(|p| p.request.gpu)
+            .sum();
+        assert_eq!(gpus, 7_000, "{}: 7 of 8 GPUs in use", node.name);
+    }
+    // Running pods belong to half of the leaves at most; the backlog goes mostly to the others.
+    let leaves = s.policy.queues.iter().filter(|q| q.is_leaf()).count();
+    let rich: HashSet<&str> = running.iter().filter_map(|p| p.queue.as_deref()).collect();
+    assert!(
+        rich.len() <= leaves.div_ceil(2),
+        "{} of {leaves}",
+        rich.len()
+    );
+    let pending: Vec<_> = s
+        .snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node.is_none())
+        .collect();
+    let starved = pending
+        .iter()
+        .filter(|p| !rich.contains(p.queue.as_deref().unwrap()))
+        .count();
+    assert!(
+        starved * 2 > pending.len(),
+        "{starved} of {}",
+        pending.len()
+    );
+    // Reclaim has work: the cycle evicts from the rich queues for the starved ones.
+    let result = run_cycle(&s);
+    let counts = Counts::of(&result.decisions);
+    assert!(counts.evicted > 0 && counts.bound > 0, "{counts:?}");
+}
+
+#[test]
+fn the_steady_scenario_refuses_more_pods_than_its_nodes_can_run() {
+    let args = BenchArgs {
+        nodes: Some(10),
+        pods: Some(10 * 60),
+        scenario: Scenario::Steady,
+        ..BenchArgs::default()
+    };
+    let e = Shape::from_args(&args).unwrap_err();
+    assert!(e.contains("--pods must be at most 466 for 10 nodes"), "{e}");
+}

@@ -2,7 +2,7 @@
 //! reason. A queue (and every ancestor) never goes above its limit; non-preemptible jobs only
 //! use in-quota resources; otherwise idle resources are usable (fair share orders, not caps).
 
-use std::cmp::Reverse;
+use std::cmp::{Ordering, Reverse};
 use std::collections::VecDeque;
 
 use kai_policy_compiler::fairshare::FairShares;
@@ -10,7 +10,8 @@ use kai_policy_compiler::model::{Bound, Policy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
-use super::jobs::{Job, request_of, sum_requests};
+use super::jobs::{Job, request_of};
+use super::kai::{Quantities, Side, quantities};
 use super::placement::{Plan, place_gang};
 use super::state::{ClusterState, Slot};
 use crate::cluster::{Amounts, Snapshot, Time};
@@ -38,10 +39,10 @@ pub(crate) struct Context<'a> {
     pub used: &'a mut QueueUse,
     pub decisions: Vec<Decision>,
     pub capacity: Amounts,
+    /// While set, eviction only tries: a job that would fit leaves its victims here and nothing
+    /// is committed (used to find out whether min-runtimes are what keeps a job waiting).
+    pub dry_run: Option<Vec<super::evict::Victim>>,
 }
-
-/// The ranking of a queue with its best job: smaller ranks first.
-type Rank = (bool, bool, Reverse<i32>, u64, Time, usize);
 
 impl Context<'_> {
     /// The pending pods of a job.
@@ -101,20 +102,10 @@ impl Context<'_> {
             }
             lists[q].push(j);
         }
-        // Inside a leaf: higher priority, then jobs below their minimum, then older.
         let mut queues: Vec<VecDeque<usize>> = lists
             .into_iter()
             .map(|mut l| {
-                l.sort_by_cached_key(|&j| {
-                    let job = &self.jobs[j];
-                    let running = job.pods.len() - self.pending(j).len();
-                    (
-                        Reverse(job.priority),
-                        (running as u32) >= job.min_member,
-                        job.created,
-                        j,
-                    )
-                });
+                l.sort_by_cached_key(|&j| self.job_order(j));
                 l.into()
             })
             .collect();
@@ -152,7 +143,20 @@ impl Context<'_> {
                 waiting[a] -= 1;
                 at = self.policy.queues[a].parent;
             }
+            let started = !self.active(j).is_empty();
             let outcome = self.try_job(j, leaf);
+            // KAI's allocate re-queues a job that still has pods to place: its next pod competes
+            // again, one pod per turn, against every other job in the queue order.
+            if outcome.is_ok() && !self.pending(j).is_empty() {
+                let key = self.job_order(j);
+                let at = queues[leaf].partition_point(|&o| self.job_order(o) <= key);
+                queues[leaf].insert(at, j);
+                let mut up = Some(leaf);
+                while let Some(a) = up {
+                    waiting[a] += 1;
+                    up = self.policy.queues[a].parent;
+                }
+            }
             let mut at = self.policy.queues[leaf].parent;
             while let Some(a) = at {
                 best_leaf[a] = self.best(
@@ -164,7 +168,8 @@ impl Context<'_> {
                 at = self.policy.queues[a].parent;
             }
             match outcome {
-                Ok(()) => placed_in[leaf] += 1,
+                Ok(()) if !started => placed_in[leaf] += 1,
+                Ok(()) => {}
                 // Room may still be made by moving or evicting pods; a limit may still be met by
                 // preempting the queue's own lower-priority work.
                 Err(
@@ -172,7 +177,9 @@ impl Context<'_> {
                     | Reason::NoTopologyDomain { .. }
                     | Reason::OverLimit { .. }),
                 ) => {
-                    let reason = match (placed_in[leaf], reason) {
+                    // Jobs of the queue that started before it in this cycle, itself excluded.
+                    let started_now = started && self.running(j).is_empty();
+                    let reason = match (placed_in[leaf] - usize::from(started_now), reason) {
                         (0, reason) => reason,
                         (jobs, Reason::NoNodeFits { .. }) => Reason::WaitingBehind {
                             jobs,
@@ -188,7 +195,8 @@ impl Context<'_> {
         unplaced
     }
 
-    /// The leaf whose head job goes next: at each level, the child whose best job ranks first.
+    /// The leaf whose head job goes next: at each level, the child whose best job comes first
+    /// in KAI's queue order.
     fn best(
         &self,
         siblings: &[usize],
@@ -196,55 +204,39 @@ impl Context<'_> {
         waiting: &[usize],
         best_leaf: &[Option<usize>],
     ) -> Option<usize> {
-        let mut best: Option<(Rank, usize)> = None;
+        let mut best: Option<(Side, usize)> = None;
         for &c in siblings.iter().filter(|&&c| waiting[c] > 0) {
             let queue = &self.policy.queues[c];
             let leaf = if queue.is_leaf() { c } else { best_leaf[c]? };
             let Some(&job) = queues[leaf].front() else {
                 continue;
             };
-            let rank = self.rank(c, job);
-            if best.as_ref().is_none_or(|(b, _)| rank < *b) {
-                best = Some((rank, leaf));
+            let side = Side {
+                queue: c,
+                job: quantities(&request_of(self.snapshot, &self.gang_core(job))),
+                victims: Quantities::default(),
+            };
+            if best
+                .as_ref()
+                .is_none_or(|(b, _)| self.queue_order(&side, b) == Ordering::Less)
+            {
+                best = Some((side, leaf));
             }
         }
         best.map(|(_, leaf)| leaf)
     }
 
-    /// Not above fair share first; within quota with the job first; higher queue priority; lower
-    /// dominant share with the job; older; declared earlier.
-    fn rank(&self, queue: usize, job: usize) -> Rank {
-        let pending = self.jobs[job]
-            .pods
-            .iter()
-            .copied()
-            .filter(|&p| self.slots[p].is_none());
-        let request = sum_requests(self.snapshot, pending);
-        let used = &self.used.all[queue];
-        let share = &self.shares.queues[queue];
-        let q = &self.policy.queues[queue];
-        let above = ResourceKind::ALL
-            .into_iter()
-            .any(|k| *used.get(k) > share.get(k).fair_share);
-        let within_quota =
-            ResourceKind::ALL
-                .into_iter()
-                .all(|k| match q.resources.get(k).map(|r| r.quota) {
-                    Some(Bound::Finite(quota)) => used.get(k) + request.get(k) <= quota,
-                    _ => true,
-                });
-        let dominant = ResourceKind::ALL
-            .into_iter()
-            .filter(|&k| *self.capacity.get(k) > 0)
-            .map(|k| (used.get(k) + request.get(k)) as f64 / *self.capacity.get(k) as f64)
-            .fold(0.0f64, f64::max);
+    /// KAI's job order inside a leaf queue (the priority and elastic plugins' `JobOrderFn`, then
+    /// creation time): higher priority; below its minimum, then exactly at it, then above it;
+    /// older; then the stable job order.
+    pub(crate) fn job_order(&self, job: usize) -> (Reverse<i32>, Ordering, Time, usize) {
+        let j = &self.jobs[job];
+        let active = self.active(job).len() as u32;
         (
-            above,
-            !within_quota,
-            Reverse(q.priority),
-            dominant.to_bits(),
-            self.jobs[job].created,
-            queue,
+            Reverse(j.priority),
+            active.cmp(&j.min_member),
+            j.created,
+            job,
         )
     }
 
@@ -292,32 +284,40 @@ impl Context<'_> {
         Ok(())
     }
 
-    /// Places a job whole (or, for a running job above its minimum, whatever extra pods fit).
+    /// Places the pods a job needs next: its gang minimum whole, or, for a job at its minimum
+    /// already, one more pod (KAI's `GetTasksToAllocate`).
     fn try_job(&mut self, job: usize, leaf: usize) -> Result<(), Reason> {
         let core = self.gang_core(job);
-        self.place(job, leaf, &core)?;
-        // Past its minimum, a job's other pods each go where they fit, or wait.
-        let mut first_error = None;
-        for p in self.pending(job) {
-            if let Err(reason) = self.place(job, leaf, &[p]) {
-                first_error.get_or_insert(reason);
+        match self.place(job, leaf, &core) {
+            Err(Reason::NoNodeFits { .. } | Reason::NoTopologyDomain { .. })
+                if self.pipeline_onto_releasing(job, leaf) =>
+            {
+                Ok(())
             }
+            outcome => outcome,
         }
-        if let Some(reason) = first_error {
-            self.pending_decision(job, reason);
-        }
-        Ok(())
     }
 
     /// The pods a job needs placed together now: enough to reach its minimum, or, for a job at
     /// its minimum already, one more pod.
     pub fn gang_core(&self, job: usize) -> Vec<usize> {
         let pending = self.pending(job);
-        let running = self.jobs[job].pods.len() - pending.len();
+        let active = self.active(job).len();
         let need = (self.jobs[job].min_member as usize)
-            .saturating_sub(running)
+            .saturating_sub(active)
             .max(1);
         pending.into_iter().take(need).collect()
+    }
+
+    /// Pods of a job that hold resources and are not being released: bound and running, or
+    /// placed in this cycle (KAI's active allocated pods).
+    pub(crate) fn active(&self, job: usize) -> Vec<usize> {
+        self.jobs[job]
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| self.slots[p].is_some() && !self.snapshot.pods[p].terminating)
+            .collect()
     }
 
     /// Admits and places some pods of a job all or none, binding them.

@@ -4,6 +4,8 @@
 
 use std::collections::HashSet;
 
+use kai_policy_compiler::model::Strategy;
+
 use super::allocate::{Context, Unplaced};
 use super::jobs::request_of;
 use super::placement::{Plan, place_gang};
@@ -19,6 +21,13 @@ const NODES_SEARCHED: usize = 16;
 impl Context<'_> {
     /// Consolidation pass; returns the jobs it could not help.
     pub fn consolidate(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
+        // KAI turns consolidation off when either default placement spreads
+        // (`schedulingshard_types.go: setDefaultActions`): moving pods to pack nodes would undo
+        // the spreading.
+        let placement = self.policy.cluster.placement;
+        if placement.gpu == Strategy::Spread || placement.cpu == Strategy::Spread {
+            return unplaced;
+        }
         let mut still = Vec::new();
         let mut moved: HashSet<usize> = HashSet::new();
         let mut job_of = vec![usize::MAX; self.snapshot.pods.len()];
@@ -28,7 +37,8 @@ impl Context<'_> {
             }
         }
         for u in unplaced {
-            if !self.try_consolidate(u.job, &mut moved, &job_of) {
+            // KAI consolidates only for preemptible pending jobs (`FilterNonPreemptible`).
+            if !self.jobs[u.job].preemptible || !self.try_consolidate(u.job, &mut moved, &job_of) {
                 still.push(u);
             }
         }
@@ -168,17 +178,13 @@ impl Context<'_> {
         None
     }
 
-    /// Whether a running job's pods may be moved: it is preemptible and past its preempt min-runtime.
+    /// Whether a running job's pods may be moved: it is preemptible and not growing. KAI's
+    /// min-runtime plugin does not guard consolidation (it registers reclaim and preempt
+    /// filters only), so neither do we.
     fn movable(&self, job: usize) -> bool {
         let Some(j) = self.jobs.get(job) else {
             return false;
         };
-        let Ok(queue) = j.queue else { return false };
-        self.jobs[job].preemptible
-            && !self.growing(job)
-            && self.past_min_runtime(
-                job,
-                self.policy.queues[queue].min_runtime.preempt.map(|d| d.0),
-            )
+        j.queue.is_ok() && j.preemptible && !self.growing(job)
     }
 }

@@ -1,99 +1,156 @@
-//! Preempt, reclaim and stale-gang eviction. Victims are whole jobs (evicting part of a gang
-//! breaks it), released one at a time until the pending gang fits; if it never fits, nothing is
-//! evicted. A gang placed on room its victims still hold is nominated there (pipelined).
+//! What reclaim, preempt and pipelining share: victims released one unit at a time, in the
+//! action's order, until the pending gang fits; the victims the gang can do without are kept;
+//! the placement is nominated (pipelined) onto the room the victims are still releasing. If the
+//! gang never fits, everything is put back. Also preempt and stale-gang eviction.
 
 use std::cmp::Reverse;
-
-use kai_policy_compiler::model::Bound;
-use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
 use super::jobs::request_of;
 use super::placement::{Plan, place_gang};
 use super::state::Slot;
-use crate::cluster::Amounts;
-use crate::decision::{Decision, EvictReason};
+use crate::cluster::Time;
+use crate::decision::{Decision, EvictReason, Reason};
 
-/// A victim job released tentatively: its index, why it would be evicted, and the slots it held.
-type Released = (usize, EvictReason, Vec<(usize, Slot)>);
-
-/// How long a running gang may stay below `minMember` before it is evicted whole (KAI's default).
+/// How long a running gang may stay below `minMember` before it is evicted whole (KAI's default
+/// `--default-staleness-grace-period`).
 pub const STALE_GANG_GRACE_SECONDS: u64 = 60;
 
-impl Context<'_> {
-    /// Reclaim pass: for each job still unplaced, evict from queues above their fair share.
-    /// Returns the jobs it could not help.
-    pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
-        self.evict_for(unplaced, |cx, job, leaf, pending| {
-            let request = request_of(cx.snapshot, pending);
-            let for_job = &cx.jobs[job].key;
-            let by_queue = &cx.policy.queues[leaf].name;
-            cx.reclaim_victims(leaf, &request)
-                .into_iter()
-                .map(|v| {
-                    let from_queue = cx.jobs[v]
-                        .queue
-                        .as_ref()
-                        .map_or(String::new(), |&q| cx.policy.queues[q].name.clone());
-                    let reason = EvictReason::Reclaim {
-                        for_job: for_job.clone(),
-                        by_queue: by_queue.clone(),
-                        from_queue,
-                    };
-                    (v, reason)
-                })
-                .collect()
-        })
-    }
+/// The most victim units one pending job may release in one cycle (KAI bounds its search by time).
+const MAX_VICTIMS: usize = 256;
 
+/// Pods released together: a victim job's surplus pod, the rest of a job, or a terminating pod
+/// whose room a pending job is pipelined onto.
+#[derive(Debug, Clone)]
+pub(crate) struct Victim {
+    /// Index into the cycle's jobs.
+    pub job: usize,
+    /// The pods released.
+    pub pods: Vec<usize>,
+    /// Why they are evicted; `None` for pods already terminating (nothing to evict).
+    pub reason: Option<EvictReason>,
+}
+
+/// A victim released tentatively, with the slots its pods held.
+type Released = (Victim, Vec<(usize, Slot)>);
+
+impl Context<'_> {
     /// Preempt pass: for each job still unplaced, evict lower-priority jobs of its own queue.
     /// Returns the jobs it could not help.
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
-        self.evict_for(unplaced, |cx, job, leaf, _| {
-            let for_job = &cx.jobs[job].key;
-            let priority = cx.jobs[job].priority;
-            cx.preempt_victims(job, leaf)
-                .into_iter()
-                .map(|v| {
-                    let reason = EvictReason::Preempt {
-                        for_job: for_job.clone(),
-                        priorities: (cx.jobs[v].priority, priority),
-                    };
-                    (v, reason)
-                })
-                .collect()
-        })
-    }
-
-    /// What reclaim and preempt share: for each unplaced job with a queue, evict the victims
-    /// `victims(context, job, leaf, pending pods)` names, in order, until the job fits.
-    /// Returns the jobs that still do not fit.
-    fn evict_for(
-        &mut self,
-        unplaced: Vec<Unplaced>,
-        victims: impl Fn(&Self, usize, usize, &[usize]) -> Vec<(usize, EvictReason)>,
-    ) -> Vec<Unplaced> {
         let mut still = Vec::new();
-        for u in unplaced {
+        for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
-            let pending = self.pending(u.job);
-            let victims = victims(self, u.job, leaf, &pending);
-            if !self.release_until_fit(u.job, leaf, &pending, victims) {
+            if !self.try_preempt(u.job, leaf, true) {
+                let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
+                if let Some(reason) = self.min_runtime_blocks(
+                    "preempt",
+                    |cx| cx.try_preempt(u.job, leaf, false),
+                    |_, _| min,
+                ) {
+                    u.reason = reason;
+                }
                 still.push(u);
             }
         }
         still
     }
 
-    /// Running pods of a job.
+    /// One preempt attempt for a job; `honour_min_runtime: false` is the dry run that finds out
+    /// whether min-runtimes are what stops it.
+    fn try_preempt(&mut self, job: usize, leaf: usize, honour_min_runtime: bool) -> bool {
+        let candidates = self.preempt_candidates(job, leaf, honour_min_runtime);
+        if candidates.is_empty() {
+            return false;
+        }
+        let pending = self.gang_core(job);
+        let for_job = self.jobs[job].key.clone();
+        let priority = self.jobs[job].priority;
+        let mut next = |cx: &Self, popped: &[Victim]| {
+            let (victim, pods) = cx.next_in_reverse_job_order(&candidates, popped)?;
+            let reason = EvictReason::Preempt {
+                for_job: for_job.clone(),
+                priorities: (cx.jobs[victim].priority, priority),
+            };
+            Some(Victim {
+                job: victim,
+                pods,
+                reason: Some(reason),
+            })
+        };
+        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+    }
+
+    /// Preempt candidates (KAI's `preempt.go`): preemptible jobs of the same queue with strictly
+    /// lower priority and running pods, past the queue's preempt min-runtime (an elastic job
+    /// inside it may still lose its pods above `minMember`).
+    fn preempt_candidates(
+        &self,
+        job: usize,
+        leaf: usize,
+        honour_min_runtime: bool,
+    ) -> Vec<(usize, bool)> {
+        let priority = self.jobs[job].priority;
+        let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
+        (0..self.jobs.len())
+            .filter(|&v| v != job && self.jobs[v].queue == Ok(leaf))
+            .filter(|&v| self.jobs[v].preemptible && self.jobs[v].priority < priority)
+            .filter(|&v| !self.running(v).is_empty() && !self.growing(v))
+            .filter_map(|v| {
+                let protected = honour_min_runtime && self.protected_until(v, min).is_some();
+                (!protected || self.is_elastic(v)).then_some((v, protected))
+            })
+            .collect()
+    }
+
+    /// Whether an eviction attempt that ignores min-runtimes (`attempt`) would make room: then
+    /// the reason a job waits is the victims' protection, and it says when the last of it ends
+    /// (each victim's min-runtime from `min_of`).
+    pub(crate) fn min_runtime_blocks(
+        &mut self,
+        action: &'static str,
+        attempt: impl FnOnce(&mut Self) -> bool,
+        min_of: impl Fn(&Self, usize) -> Option<u64>,
+    ) -> Option<Reason> {
+        self.dry_run = Some(Vec::new());
+        let fits = attempt(self);
+        let victims = self.dry_run.take().unwrap_or_default();
+        if !fits {
+            return None;
+        }
+        let (until, job) = victims
+            .iter()
+            .filter_map(|v| Some((self.protected_until(v.job, min_of(self, v.job))?, v.job)))
+            .max()?;
+        let queue = self.jobs[job]
+            .queue
+            .as_ref()
+            .map_or(String::new(), |&q| self.policy.queues[q].name.clone());
+        Some(Reason::MinRuntime {
+            action,
+            queue,
+            remaining: until - self.now,
+        })
+    }
+
+    /// Whether a job may run more pods than its minimum.
+    pub(crate) fn is_elastic(&self, job: usize) -> bool {
+        self.jobs[job].pods.len() as u32 > self.jobs[job].min_member
+    }
+
+    /// Running pods of a job that were bound before this cycle and are not being released: what
+    /// eviction can take (KAI's active allocated pods).
     pub(crate) fn running(&self, job: usize) -> Vec<usize> {
         self.jobs[job]
             .pods
             .iter()
             .copied()
-            .filter(|&p| self.slots[p].is_some() && self.snapshot.pods[p].node.is_some())
+            .filter(|&p| {
+                let pod = &self.snapshot.pods[p];
+                self.slots[p].is_some() && pod.node.is_some() && !pod.terminating
+            })
             .collect()
     }
 
@@ -106,242 +163,249 @@ impl Context<'_> {
             .any(|&p| self.slots[p].is_some() && self.snapshot.pods[p].node.is_none())
     }
 
-    /// Whether every running pod of a job has run at least `min` seconds.
-    pub(crate) fn past_min_runtime(&self, job: usize, min: Option<u64>) -> bool {
-        let min = min.unwrap_or(0);
-        self.running(job).iter().all(|&p| {
-            self.snapshot.pods[p]
-                .started
-                .is_none_or(|s| self.now.saturating_sub(s) >= min)
-        })
-    }
-
-    /// Preemptible jobs of the same queue with strictly lower priority, past their min-runtime;
-    /// lowest priority first, then the most recently started.
-    fn preempt_victims(&self, job: usize, leaf: usize) -> Vec<usize> {
-        let priority = self.jobs[job].priority;
-        let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
-        let mut victims: Vec<usize> = (0..self.jobs.len())
-            .filter(|&v| v != job && self.jobs[v].queue == Ok(leaf))
-            .filter(|&v| self.jobs[v].preemptible && self.jobs[v].priority < priority)
-            .filter(|&v| {
-                !self.running(v).is_empty() && !self.growing(v) && self.past_min_runtime(v, min)
-            })
-            .collect();
-        victims.sort_by_cached_key(|&v| (self.jobs[v].priority, Reverse(self.latest_start(v)), v));
-        victims
-    }
-
-    fn latest_start(&self, job: usize) -> u64 {
-        self.running(job)
+    /// When a job's min-runtime protection ends, if it has not yet: counted from when the job
+    /// started (KAI's `LastStartTimestamp`: its earliest running pod's start).
+    pub(crate) fn protected_until(&self, job: usize, min: Option<u64>) -> Option<Time> {
+        let min = min.filter(|&m| m > 0)?;
+        let started = self
+            .running(job)
             .iter()
             .filter_map(|&p| self.snapshot.pods[p].started)
-            .max()
-            .unwrap_or(0)
+            .min()?;
+        let until = started.saturating_add(min);
+        (self.now < until).then_some(until)
     }
 
-    fn saturation(&self, queue: usize, kind: ResourceKind, delta: i64) -> f64 {
-        let share = self.shares.queues[queue].get(kind).fair_share;
-        let used = self.used.all[queue].get(kind) + delta;
-        if share <= 0 {
-            if used > 0 { f64::INFINITY } else { 0.0 }
-        } else {
-            used as f64 / share as f64
-        }
-    }
-
-    /// Preemptible jobs of other queues that are above their fair share (or above quota while the
-    /// reclaimer is within quota), past their reclaim min-runtime, and whose eviction does not
-    /// push the reclaimer above the victim's saturation. Most saturated queues first, then lower
-    /// queue priority, then lower job priority, then the most recently started.
-    fn reclaim_victims(&self, leaf: usize, request: &Amounts) -> Vec<usize> {
-        let kind = if request.gpu > 0 {
-            ResourceKind::Gpu
-        } else {
-            ResourceKind::Cpu
+    /// The next victim unit among `candidates` (jobs of one queue, each with whether its
+    /// min-runtime protects its core), in KAI's reversed job order: lowest priority, jobs above
+    /// their minimum before jobs at it, newest first. A job above its minimum gives one surplus
+    /// pod at a time; at its minimum it goes whole, unless protected.
+    pub(crate) fn next_in_reverse_job_order(
+        &self,
+        candidates: &[(usize, bool)],
+        popped: &[Victim],
+    ) -> Option<(usize, Vec<usize>)> {
+        let left = |v: usize| -> Vec<usize> {
+            let mut pods = self.running(v);
+            pods.retain(|p| !popped.iter().any(|u| u.job == v && u.pods.contains(p)));
+            pods
         };
-        let want = *request.get(kind);
-        let fair = self.shares.queues[leaf].get(kind).fair_share;
-        let used = *self.used.all[leaf].get(kind);
-        let quota = self.policy.queues[leaf]
-            .resources
-            .get(kind)
-            .map(|r| r.quota);
-        let within_quota = match quota {
-            Some(Bound::Finite(q)) => used + want <= q,
-            _ => true,
-        };
-        if used + want > fair && !within_quota {
-            return Vec::new();
-        }
-        let mut victims: Vec<(usize, f64)> = Vec::new();
-        for v in 0..self.jobs.len() {
-            let Ok(vq) = self.jobs[v].queue else { continue };
-            if vq == leaf || !self.jobs[v].preemptible || self.growing(v) {
-                continue;
-            }
-            let running = self.running(v);
-            if running.is_empty() {
-                continue;
-            }
-            let min = self.policy.queues[vq].min_runtime.reclaim.map(|d| d.0);
-            if !self.past_min_runtime(v, min) {
-                continue;
-            }
-            let v_used = *self.used.all[vq].get(kind);
-            let v_fair = self.shares.queues[vq].get(kind).fair_share;
-            let v_quota = self.policy.queues[vq].resources.get(kind).map(|r| r.quota);
-            let above_quota = matches!(v_quota, Some(Bound::Finite(q)) if v_used > q);
-            if !(v_used > v_fair || (above_quota && within_quota)) {
-                continue;
-            }
-            let freed = *request_of(self.snapshot, &running).get(kind);
-            if self.saturation(leaf, kind, want) > self.saturation(vq, kind, -freed)
-                && v_used <= v_fair
-            {
-                continue;
-            }
-            victims.push((v, self.saturation(vq, kind, 0)));
-        }
-        // Each victim's order key, computed once: most saturated queue first, then lower queue
-        // priority, lower job priority, most recently started.
-        let mut keyed: Vec<_> = victims
-            .into_iter()
-            .map(|(v, saturation)| {
-                let queue_priority = self.jobs[v]
-                    .queue
-                    .as_ref()
-                    .map_or(0, |&q| self.policy.queues[q].priority);
-                let job = (
-                    queue_priority,
-                    self.jobs[v].priority,
-                    Reverse(self.latest_start(v)),
-                    v,
-                );
-                (saturation, job)
+        candidates
+            .iter()
+            .filter_map(|&(v, protected)| {
+                let pods = left(v);
+                let min = self.jobs[v].min_member as usize;
+                let active = self.active(v).len() - (self.running(v).len() - pods.len());
+                if pods.is_empty() || (protected && active <= min) {
+                    return None;
+                }
+                Some((v, pods, active))
             })
-            .collect();
-        keyed.sort_by(|(sa, a), (sb, b)| sb.total_cmp(sa).then(a.cmp(b)));
-        keyed.into_iter().map(|(_, (.., v))| v).collect()
+            .max_by_key(|(v, _, active)| {
+                let j = &self.jobs[*v];
+                (
+                    Reverse(j.priority),
+                    active.cmp(&(j.min_member as usize)),
+                    j.created,
+                    *v,
+                )
+            })
+            .map(|(v, mut pods, active)| {
+                if active > self.jobs[v].min_member as usize {
+                    pods.sort_by_key(|&p| {
+                        let pod = &self.snapshot.pods[p];
+                        (pod.started, pod.created, p)
+                    });
+                    let newest = pods.pop().into_iter().collect();
+                    (v, newest)
+                } else {
+                    (v, pods)
+                }
+            })
     }
 
-    /// Releases victims one job at a time until the gang fits; commits (evictions + nominations)
-    /// or rolls everything back.
-    fn release_until_fit(
+    /// Releases victims one unit at a time, each from `next(context, released so far)`, until
+    /// the pods `pending` fit; keeps every earlier victim the gang can do without; then, if
+    /// `valid(context, needed)` accepts the victims, commits the evictions and nominates the
+    /// pods onto the room. Otherwise, or if the gang never fits, puts everything back.
+    pub(crate) fn release_until_fit(
         &mut self,
         job: usize,
         leaf: usize,
         pending: &[usize],
-        victims: Vec<(usize, EvictReason)>,
+        next: &mut dyn FnMut(&Self, &[Victim]) -> Option<Victim>,
+        valid: &dyn Fn(&Self, &[Victim]) -> bool,
     ) -> bool {
-        if victims.is_empty() {
-            return false;
-        }
         let request = request_of(self.snapshot, pending);
         let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
         let mut released: Vec<Released> = Vec::new();
-        for (v, why) in victims {
-            let Ok(vq) = self.jobs[v].queue else { continue };
-            let pods = self.running(v);
-            let mut freed = Vec::new();
-            for &p in &pods {
-                if let Some(slot) = self.slots[p].take() {
-                    self.state.release(&slot, &self.snapshot.pods[p]);
-                    freed.push((p, slot));
-                }
-            }
-            self.used.add(
-                self.policy,
-                vq,
-                request_of(self.snapshot, &pods),
-                self.jobs[v].preemptible,
-                -1,
-            );
-            released.push((v, why, freed));
+        let mut popped: Vec<Victim> = Vec::new();
+        while popped.len() < MAX_VICTIMS {
+            let Some(victim) = next(self, &popped) else {
+                break;
+            };
+            popped.push(victim.clone());
+            let freed = self.release(&victim);
+            released.push((victim, freed));
             // Limits and non-preemptible quota are judged now, with the victims gone: allocate
             // has placed other jobs since this one was first admitted.
             if self.admission(job, leaf, &request).is_err() {
                 continue;
             }
-            if let Ok(mut slots) = place_gang(self.state, self.snapshot, pending, &plan) {
-                // Never evict more than needed: keep every earlier victim the gang can do without.
-                let mut needed = Vec::with_capacity(released.len());
-                let last = released.pop();
-                for (v, why, freed) in released {
-                    self.give_back(&slots);
-                    self.restore(v, &freed);
-                    let fewer = self
-                        .admission(job, leaf, &request)
-                        .ok()
-                        .and_then(|()| place_gang(self.state, self.snapshot, pending, &plan).ok());
-                    match fewer {
-                        Some(fewer) => slots = fewer,
-                        None => {
-                            self.evict_again(v, &freed);
-                            slots = place_gang(self.state, self.snapshot, pending, &plan)
-                                .unwrap_or_default();
-                            needed.push((v, why, freed));
-                        }
-                    }
+            let Ok(slots) = place_gang(self.state, self.snapshot, pending, &plan) else {
+                continue;
+            };
+            let (slots, needed) = self.keep_unneeded(job, leaf, pending, &plan, slots, released);
+            let victims: Vec<Victim> = needed.iter().map(|(v, _)| v.clone()).collect();
+            let valid = valid(self, &victims);
+            if !valid || self.dry_run.is_some() {
+                self.give_back(&slots);
+                for (v, freed) in needed.into_iter().rev() {
+                    self.restore(&v, &freed);
                 }
-                needed.extend(last);
-                for (_, why, freed) in needed {
-                    for (p, slot) in freed {
-                        let pod = &self.snapshot.pods[p];
-                        self.decisions.push(Decision::Evict {
-                            pod: pod.key(),
-                            node: self.snapshot.nodes[slot.node].name.clone(),
-                            reason: why.clone(),
-                        });
-                    }
+                if let (true, Some(dry)) = (valid, self.dry_run.as_mut()) {
+                    *dry = victims;
+                    return true;
                 }
-                self.commit(job, leaf, slots, true);
-                return true;
+                return false;
             }
+            for (v, freed) in needed {
+                let Some(why) = v.reason else { continue };
+                for (p, slot) in freed {
+                    self.decisions.push(Decision::Evict {
+                        pod: self.snapshot.pods[p].key(),
+                        node: self.snapshot.nodes[slot.node].name.clone(),
+                        reason: why.clone(),
+                    });
+                }
+            }
+            self.commit(job, leaf, slots, true);
+            return true;
         }
         // Nothing fits even with every candidate gone: put them all back.
-        for (v, _, freed) in released.into_iter().rev() {
-            self.restore(v, &freed);
+        for (v, freed) in released.into_iter().rev() {
+            self.restore(&v, &freed);
         }
         false
     }
 
+    /// With the gang placed, puts back every released victim (but the last) that the gang can do
+    /// without; returns the gang's slots and the victims it needs.
+    fn keep_unneeded(
+        &mut self,
+        job: usize,
+        leaf: usize,
+        pending: &[usize],
+        plan: &Plan,
+        mut slots: Vec<(usize, Slot)>,
+        mut released: Vec<Released>,
+    ) -> (Vec<(usize, Slot)>, Vec<Released>) {
+        let request = request_of(self.snapshot, pending);
+        let last = released.pop();
+        let mut needed = Vec::with_capacity(released.len() + 1);
+        for (v, freed) in released {
+            self.give_back(&slots);
+            self.restore(&v, &freed);
+            let fewer = self
+                .admission(job, leaf, &request)
+                .ok()
+                .and_then(|()| place_gang(self.state, self.snapshot, pending, plan).ok());
+            match fewer {
+                Some(fewer) => slots = fewer,
+                None => {
+                    self.release(&v);
+                    slots =
+                        place_gang(self.state, self.snapshot, pending, plan).unwrap_or_default();
+                    needed.push((v, freed));
+                }
+            }
+        }
+        needed.extend(last);
+        (slots, needed)
+    }
+
+    /// Takes a victim's pods off their nodes (and its allocation off its queue); returns the
+    /// slots they held.
+    fn release(&mut self, victim: &Victim) -> Vec<(usize, Slot)> {
+        let mut freed = Vec::new();
+        for &p in &victim.pods {
+            if let Some(slot) = self.slots[p].take() {
+                self.state.release(&slot, &self.snapshot.pods[p]);
+                freed.push((p, slot));
+            }
+        }
+        self.account(victim, -1);
+        freed
+    }
+
     /// Un-places a tentative gang placement.
-    fn give_back(&mut self, slots: &[(usize, Slot)]) {
+    pub(crate) fn give_back(&mut self, slots: &[(usize, Slot)]) {
         for (p, slot) in slots.iter().rev() {
             self.state.release(slot, &self.snapshot.pods[*p]);
         }
     }
 
     /// Puts a released victim back where it was.
-    fn restore(&mut self, victim: usize, freed: &[(usize, Slot)]) {
+    fn restore(&mut self, victim: &Victim, freed: &[(usize, Slot)]) {
         for (p, slot) in freed {
             self.state.take(slot, &self.snapshot.pods[*p]);
             self.slots[*p] = Some(slot.clone());
         }
-        self.account(victim, freed, 1);
+        self.account(victim, 1);
     }
 
-    /// Releases a victim again after a failed attempt to keep it.
-    fn evict_again(&mut self, victim: usize, freed: &[(usize, Slot)]) {
-        for (p, slot) in freed {
-            self.state.release(slot, &self.snapshot.pods[*p]);
-            self.slots[*p] = None;
+    /// Adds (1) or removes (-1) a victim's pods from its queue's allocation. Terminating pods
+    /// are not in it (KAI does not count releasing pods as allocated).
+    fn account(&mut self, victim: &Victim, sign: i64) {
+        if victim.reason.is_none() {
+            return;
         }
-        self.account(victim, freed, -1);
-    }
-
-    fn account(&mut self, victim: usize, freed: &[(usize, Slot)], sign: i64) {
-        if let Ok(vq) = self.jobs[victim].queue {
-            let pods: Vec<usize> = freed.iter().map(|(p, _)| *p).collect();
+        if let Ok(vq) = self.jobs[victim.job].queue {
             self.used.add(
                 self.policy,
                 vq,
-                request_of(self.snapshot, &pods),
-                self.jobs[victim].preemptible,
+                request_of(self.snapshot, &victim.pods),
+                self.jobs[victim.job].preemptible,
                 sign,
             );
         }
+    }
+
+    /// Pipelining onto terminating pods (KAI's `allocateTaskToNode` → `pipelineTaskToNode`):
+    /// when a job does not fit on idle resources, it may be placed on the room pods that are
+    /// being deleted still hold, nearest nodes first; it is nominated there and binds once they
+    /// are gone. Returns whether it was.
+    pub(crate) fn pipeline_onto_releasing(&mut self, job: usize, leaf: usize) -> bool {
+        let releasing: Vec<usize> = (0..self.snapshot.pods.len())
+            .filter(|&p| self.snapshot.pods[p].terminating && self.slots[p].is_some())
+            .collect();
+        if releasing.is_empty() {
+            return false;
+        }
+        let owner = self.owner_of_pods();
+        let pending = self.gang_core(job);
+        let mut at = 0;
+        let mut next = |_: &Self, _: &[Victim]| {
+            let p = *releasing.get(at)?;
+            at += 1;
+            Some(Victim {
+                job: owner[p],
+                pods: vec![p],
+                reason: None,
+            })
+        };
+        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+    }
+
+    /// The job of every pod.
+    fn owner_of_pods(&self) -> Vec<usize> {
+        let mut owner = vec![usize::MAX; self.snapshot.pods.len()];
+        for (j, job) in self.jobs.iter().enumerate() {
+            for &p in &job.pods {
+                owner[p] = j;
+            }
+        }
+        owner
     }
 
     /// Evicts, whole, every running gang that has been below `minMember` longer than the grace
@@ -355,12 +419,7 @@ impl Context<'_> {
             }
             let pending_pods = self.pending(j);
             // Pods placed this cycle count as running: the gang is being completed, not stale.
-            let placed_now = job
-                .pods
-                .iter()
-                .filter(|&&p| self.slots[p].is_some() && self.snapshot.pods[p].node.is_none())
-                .count();
-            if (running.len() + placed_now) as u32 >= job.min_member {
+            if self.active(j).len() as u32 >= job.min_member {
                 continue;
             }
             let since = pending_pods

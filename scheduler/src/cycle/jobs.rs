@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use kai_policy_compiler::model::Policy;
+use kai_policy_compiler::model::{Policy, PriorityClass};
 
-use crate::cluster::{Amounts, Snapshot, Time};
+use crate::cluster::{Amounts, Pod, PodGroup, Snapshot, Time};
 use crate::decision::Reason;
 
 /// A gang: the pods of one pod group (or one pod without a group), placed all or none.
@@ -28,12 +28,32 @@ pub struct Job {
     pub unknown_priority_class: Option<String>,
     /// Creation time: the pod group's, or the earliest pod's.
     pub created: Time,
+    /// Pods running on nodes that are not in the snapshot: charged to the queue, never placed.
+    pub elsewhere: Vec<usize>,
+    /// Pods of the group that finished with phase `Succeeded`.
+    pub succeeded: u32,
+    /// `spec.stalenessGracePeriod` in seconds (negative: never stale).
+    pub staleness_grace: Option<i64>,
+    /// When KAI marked the group stale (`kai.scheduler/stale-podgroup-timestamp`).
+    pub stale_since: Option<Time>,
+    /// `spec.preemptionDelay` in seconds.
+    pub preemption_delay: Option<u64>,
 }
 
-/// Groups the snapshot's pods into jobs, in a stable order (namespace, then name).
+/// The queue a pod lands in when nothing names one and its namespace is no queue's default
+/// (KAI's pod-grouper, `constants.DefaultQueueName`).
+pub const DEFAULT_QUEUE: &str = "default-queue";
+
+/// The priority class KAI's pod-grouper falls back to (`constants.TrainPriorityClass`).
+pub const TRAIN_CLASS: &str = "train";
+
+/// Groups the snapshot's pods into jobs, in a stable order (namespace, then name). Pods of
+/// other schedulers are no job: they only hold their node's resources.
 pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
+    let nodes: std::collections::HashSet<&str> =
+        snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     let mut by_key: BTreeMap<(String, String, bool), Vec<usize>> = BTreeMap::new();
-    for (i, pod) in snapshot.pods.iter().enumerate() {
+    for (i, pod) in snapshot.pods.iter().enumerate().filter(|(_, p)| !p.foreign) {
         let key = match &pod.group {
             Some(g) => (pod.namespace.clone(), g.clone(), true),
             None => (pod.namespace.clone(), pod.name.clone(), false),
@@ -48,50 +68,101 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
         .collect();
     by_key
         .into_iter()
-        .map(|((namespace, name, grouped), pods)| {
+        .map(|((namespace, name, grouped), all)| {
             let group = grouped
                 .then(|| groups.get(&(namespace.as_str(), name.as_str())))
                 .flatten()
                 .map(|&g| &snapshot.groups[g]);
-            let first = &snapshot.pods[pods[0]];
+            let first = &snapshot.pods[all[0]];
             let named_queue = group
                 .and_then(|g| g.queue.clone())
                 .or_else(|| first.queue.clone());
             let queue = resolve_queue(policy, &namespace, named_queue.as_deref());
-            let class = group
-                .and_then(|g| g.priority_class.clone())
-                .or_else(|| first.priority_class.clone())
-                .or_else(|| {
-                    queue
-                        .as_ref()
-                        .ok()
-                        .and_then(|&q| policy.queues[q].default_priority_class.clone())
-                });
-            let declared = class.as_deref().and_then(|c| policy.priority_class(c));
+            let (class, declared) = priority_class(policy, group, first, &queue);
             let priority = declared.map_or(0, |c| c.value);
-            let created = group.map_or_else(
-                || {
-                    pods.iter()
-                        .map(|&p| snapshot.pods[p].created)
-                        .min()
-                        .unwrap_or(0)
-                },
-                |g| g.created,
-            );
+            let created = match group {
+                Some(g) if g.kind_priority.is_none() => g.created,
+                _ => all
+                    .iter()
+                    .map(|&p| snapshot.pods[p].created)
+                    .min()
+                    .unwrap_or(0),
+            };
+            let (elsewhere, pods): (Vec<usize>, Vec<usize>) = all.into_iter().partition(|&p| {
+                snapshot.pods[p]
+                    .node
+                    .as_deref()
+                    .is_some_and(|n| !nodes.contains(n))
+            });
+            let min_member = group.map_or(1, |g| g.min_member);
+            // KAI's rule where the class is not declared: below 100 is preemptible; the group's
+            // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
+            let by_class = declared.map_or(priority < 100, |c| c.preemptible);
+            let preemptible = group
+                .and_then(|g| g.preemptible)
+                .or(first.preemptibility)
+                .unwrap_or(by_class);
             Job {
                 key: format!("{namespace}/{name}"),
-                min_member: group.map_or(1, |g| g.min_member.max(1)),
+                // Pods on nodes outside the snapshot run; the rest of the gang needs fewer.
+                min_member: min_member.saturating_sub(elsewhere.len() as u32),
                 queue,
                 priority,
-                // KAI's rule where the class is not declared: below 100 is preemptible.
-                preemptible: declared.map_or(priority < 100, |c| c.preemptible),
+                preemptible,
                 unknown_priority_class: class.filter(|_| declared.is_none()),
                 created,
                 namespace,
                 pods,
+                elsewhere,
+                succeeded: group.map_or(0, |g| g.succeeded),
+                staleness_grace: group.and_then(|g| g.staleness_grace),
+                stale_since: group.and_then(|g| g.stale_since),
+                preemption_delay: group.and_then(|g| g.preemption_delay),
             }
         })
         .collect()
+}
+
+/// A job's priority class, and the policy's declaration of it. A PodGroup object's
+/// `priorityClassName` wins; otherwise KAI's pod-grouper order
+/// (`default_grouper.go: calcPriorityClassWithDefaults`): the `priorityClassName` label (top
+/// owner, else pod) when the policy declares it, the pod's `spec.priorityClassName`, the queue's
+/// default class, then the kind's default (`inference` for Deployments) and `train` when
+/// declared. An undeclared `spec.priorityClassName` is kept (and reported): Kubernetes only
+/// admits pods whose class exists, so the policy is missing it.
+fn priority_class<'p>(
+    policy: &'p Policy,
+    group: Option<&PodGroup>,
+    first: &Pod,
+    queue: &Result<usize, Reason>,
+) -> (Option<String>, Option<&'p PriorityClass>) {
+    let declared = |c: &str| policy.priority_class(c).is_some();
+    let explicit = group.is_some_and(|g| g.kind_priority.is_none());
+    let class = group
+        .and_then(|g| g.priority_class.clone())
+        .or_else(|| {
+            first
+                .priority_label
+                .clone()
+                .filter(|c| !explicit && declared(c))
+        })
+        .or_else(|| first.priority_class.clone())
+        .or_else(|| {
+            queue
+                .as_ref()
+                .ok()
+                .and_then(|&q| policy.queues[q].default_priority_class.clone())
+        })
+        .or_else(|| {
+            let kind = group.and_then(|g| g.kind_priority.as_deref());
+            [kind, (!explicit).then_some(TRAIN_CLASS)]
+                .into_iter()
+                .flatten()
+                .find(|c| declared(c))
+                .map(str::to_string)
+        });
+    let declaration = class.as_deref().and_then(|c| policy.priority_class(c));
+    (class, declaration)
 }
 
 /// The leaf queue a job lands in: the queue it names, or its namespace's default.
@@ -109,6 +180,7 @@ fn resolve_queue(policy: &Policy, namespace: &str, named: Option<&str>) -> Resul
             .queues
             .iter()
             .position(|q| q.namespaces.defaults.iter().any(|n| n == namespace))
+            .or_else(|| policy.queues.iter().position(|q| q.name == DEFAULT_QUEUE))
             .ok_or_else(|| Reason::NoQueue {
                 namespace: namespace.to_string(),
             })?,

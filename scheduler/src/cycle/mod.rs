@@ -8,11 +8,15 @@
 mod allocate;
 mod consolidate;
 mod evict;
+mod filters;
 mod jobs;
+mod kai;
 mod placement;
+mod reclaim;
 mod state;
 
 pub use evict::STALE_GANG_GRACE_SECONDS;
+pub use filters::GPU_MEMORY_LABEL;
 pub use jobs::Job;
 
 use kai_policy_compiler::fairshare::{self, Demand, FairShares};
@@ -96,11 +100,14 @@ pub fn run(cycle: &Cycle) -> CycleResult {
     let mut used = QueueUse::new(policy.queues.len());
     for job in &jobs {
         let Ok(q) = job.queue else { continue };
+        // A pod being deleted still holds its node's room, but not its queue's share: KAI
+        // counts releasing pods as neither allocated nor requested.
         let running: Vec<usize> = job
             .pods
             .iter()
             .copied()
-            .filter(|&p| slots[p].is_some())
+            .filter(|&p| slots[p].is_some() && !snapshot.pods[p].terminating)
+            .chain(job.elsewhere.iter().copied())
             .collect();
         used.add(
             policy,
@@ -122,6 +129,7 @@ pub fn run(cycle: &Cycle) -> CycleResult {
         used: &mut used,
         decisions: Vec::new(),
         capacity: capacity(snapshot),
+        dry_run: None,
     };
     let unplaced = ctx.allocate();
     let unplaced = ctx.consolidate(unplaced);
@@ -186,15 +194,36 @@ fn demand(
     }
 }
 
+/// What fair share divides: Ready, schedulable nodes, less what other schedulers' pods hold
+/// there (KAI's `proportion.go: getNodeResources`).
 fn capacity(snapshot: &Snapshot) -> Amounts {
     let mut total = Amounts::default();
-    for n in snapshot.nodes.iter().filter(|n| !n.unschedulable) {
+    let mut usable = std::collections::HashSet::new();
+    for n in snapshot
+        .nodes
+        .iter()
+        .filter(|n| !n.unschedulable && !n.not_ready)
+    {
+        usable.insert(n.name.as_str());
         total.gpu += n.allocatable.gpu;
         total.cpu += n.allocatable.cpu;
         total.memory += n.allocatable.memory;
+    }
+    for p in snapshot.pods.iter().filter(|p| p.foreign) {
+        if p.node.as_deref().is_some_and(|n| usable.contains(n)) {
+            total.gpu -= p.request.gpu;
+            total.cpu -= p.request.cpu;
+            total.memory -= p.request.memory;
+        }
     }
     total
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reclaim_tests;
+
+#[cfg(test)]
+mod order_tests;

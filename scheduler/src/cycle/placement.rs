@@ -1,13 +1,15 @@
 //! Placing a gang: all of its pods or none, with the job's strategy, per-node GPU cap and
 //! topology domain.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use kai_policy_compiler::model::{Policy, Strategy};
+use kai_policy_compiler::quantity::ResourceKind;
 
-use super::state::{ClusterState, Slot};
-use crate::cluster::Snapshot;
-use crate::decision::Reason;
+use super::filters;
+use super::state::{ClusterState, Shortage, Slot};
+use crate::cluster::{Pod, Snapshot};
+use crate::decision::{Reason, amount};
 
 /// How one job is placed.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +86,7 @@ pub fn place_gang(
         Strategy::Spread => ordered.sort_by_key(|&(v, free)| (std::cmp::Reverse(free), v)),
     }
     for (value, _) in ordered {
-        let members: std::collections::HashSet<usize> = domains[value].1.iter().copied().collect();
+        let members: HashSet<usize> = domains[value].1.iter().copied().collect();
         if let Ok(slots) = attempt(state, snapshot, &order, plan, Some(&members)) {
             return Ok(slots);
         }
@@ -99,31 +101,20 @@ pub fn place_gang(
 }
 
 /// One try, inside a domain or anywhere; on failure everything taken is given back, and the
-/// reason names the node closest to fitting the pod that did not fit, as it was at that moment
-/// (with the rest of the gang placed).
+/// reason says what the filters found for the pod that did not fit, as things were at that
+/// moment (with the rest of the gang placed).
 fn attempt(
     state: &mut ClusterState,
     snapshot: &Snapshot,
     order: &[usize],
     plan: &Plan,
-    domain: Option<&std::collections::HashSet<usize>>,
+    domain: Option<&HashSet<usize>>,
 ) -> Result<Vec<(usize, Slot)>, Reason> {
     let mut placed: Vec<(usize, Slot)> = Vec::with_capacity(order.len());
     let mut gpus_on: HashMap<usize, i64> = HashMap::new();
     for &p in order {
         let pod = &snapshot.pods[p];
-        let cap = plan.max_gpus_per_node.map(|c| c as i64 * 1000);
-        let chosen = state
-            .candidates(pod, plan.strategy)
-            .filter(|n| domain.is_none_or(|d| d.contains(n)))
-            .filter(|n| {
-                cap.is_none_or(|c| gpus_on.get(n).copied().unwrap_or(0) + pod.request.gpu <= c)
-            })
-            .find_map(|n| {
-                state
-                    .devices_for(n, pod, plan.strategy)
-                    .map(|devices| Slot { node: n, devices })
-            });
+        let chosen = choose(state, pod, plan, domain, &gpus_on);
         match chosen {
             Some(slot) => {
                 state.take(&slot, pod);
@@ -131,7 +122,7 @@ fn attempt(
                 placed.push((p, slot));
             }
             None => {
-                let reason = no_fit(state, snapshot, p);
+                let reason = no_fit(state, pod);
                 for (q, slot) in placed.iter().rev() {
                     state.release(slot, &snapshot.pods[*q]);
                 }
@@ -142,27 +133,194 @@ fn attempt(
     Ok(placed)
 }
 
-/// "No node fits", naming the schedulable node that comes closest to fitting the pod.
-fn no_fit(state: &ClusterState, snapshot: &Snapshot, pod: usize) -> Reason {
-    let pod = &snapshot.pods[pod];
-    let scale = |v: i64, total: i64| {
-        if total > 0 {
-            v as f64 / total as f64
-        } else {
-            0.0
-        }
-    };
-    let closest = (0..state.len())
-        .filter(|&n| state.schedulable(n))
-        .map(|n| (n, state.lacking(n, pod)))
-        .min_by(|(a, la), (b, lb)| {
-            let score = |l: &crate::cluster::Amounts| {
-                scale(l.gpu, pod.request.gpu.max(1))
-                    + scale(l.cpu, pod.request.cpu.max(1))
-                    + scale(l.memory, pod.request.memory.max(1))
-            };
-            score(la).total_cmp(&score(lb)).then(a.cmp(b))
+/// The node a pod goes to: the first in strategy order that passes every filter and the gang's
+/// placement; preferences come after the strategy (among the nodes it ranks first, the one the
+/// pod prefers, the first of those on a tie).
+fn choose(
+    state: &ClusterState,
+    pod: &Pod,
+    plan: &Plan,
+    domain: Option<&HashSet<usize>>,
+    gpus_on: &HashMap<usize, i64>,
+) -> Option<Slot> {
+    let cap = plan.max_gpus_per_node.map(|c| c as i64 * 1000);
+    let mut feasible = state
+        .candidates(pod, plan.strategy)
+        .filter(|n| domain.is_none_or(|d| d.contains(n)))
+        .filter(|n| cap.is_none_or(|c| gpus_on.get(n).copied().unwrap_or(0) + pod.request.gpu <= c))
+        .filter_map(|n| {
+            state
+                .devices_for(n, pod, plan.strategy)
+                .map(|devices| Slot { node: n, devices })
+        });
+    let first = feasible.next()?;
+    if !filters::has_preferences(pod) && !state.soft_taints() {
+        return Some(first);
+    }
+    let key = state.strategy_key(first.node, pod);
+    std::iter::once(first)
+        .chain(feasible.take_while(|s| state.strategy_key(s.node, pod) == key))
+        .enumerate()
+        .max_by_key(|(i, s)| {
+            (
+                filters::preference(state.node(s.node), pod),
+                std::cmp::Reverse(*i),
+            )
         })
-        .map(|(n, lacking)| (snapshot.nodes[n].name.clone(), lacking));
-    Reason::NoNodeFits { closest }
+        .map(|(_, s)| s)
+}
+
+/// Why no node takes a pod, in kube-scheduler's style: how many nodes fail each filter, with
+/// the numbers. When every node fails a filter that freeing resources cannot change, or the pod
+/// is larger than any node it may use even empty, says that instead.
+fn no_fit(state: &ClusterState, pod: &Pod) -> Reason {
+    let mut found: BTreeMap<Found, (u32, i64)> = BTreeMap::new();
+    let mut admitted = Vec::new();
+    for n in 0..state.len() {
+        let what = match filters::misfit(state.node(n), pod) {
+            Some(m) => Found::Misfit(m),
+            None => {
+                admitted.push(n);
+                let lacking = state.lacking(n, pod);
+                let free = state.free(n);
+                if let Some(kind) = ResourceKind::ALL.into_iter().find(|&k| *lacking.get(k) > 0) {
+                    let most = match kind {
+                        ResourceKind::Gpu => pod.request.gpu - lacking.gpu,
+                        _ => *free.get(kind),
+                    };
+                    record(&mut found, Found::Lacks(kind), most);
+                    continue;
+                }
+                match state.room(n, pod) {
+                    Some(Shortage::Extended(name, need, free)) => {
+                        record(&mut found, Found::LacksExtended(name, need), free);
+                        continue;
+                    }
+                    Some(shortage) => Found::Room(shortage),
+                    None => Found::Excluded,
+                }
+            }
+        };
+        record(&mut found, what, 0);
+    }
+    let nodes = state.len() as u32;
+    if admitted.is_empty() && nodes > 0 {
+        return Reason::NoNodeMatches {
+            nodes,
+            found: summary(found, pod),
+        };
+    }
+    if let Some(reason) = larger_than_any(state, pod, &admitted) {
+        return reason;
+    }
+    Reason::NoNodeFits {
+        nodes,
+        found: summary(found, pod),
+    }
+}
+
+/// One kind of finding about a node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Found {
+    Misfit(filters::Misfit),
+    Lacks(ResourceKind),
+    LacksExtended(String, i64),
+    Room(Shortage),
+    /// Fits, but not where the gang's placement allows (topology domain, GPUs per node).
+    Excluded,
+}
+
+/// Counts one node under a finding, keeping the most free amount seen.
+fn record(found: &mut BTreeMap<Found, (u32, i64)>, what: Found, free: i64) {
+    let entry = found.entry(what).or_insert((0, i64::MIN));
+    entry.0 += 1;
+    entry.1 = entry.1.max(free);
+}
+
+fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
+    let mut rows: Vec<(Found, (u32, i64))> = found.into_iter().collect();
+    rows.sort_by_key(|(what, (count, _))| (std::cmp::Reverse(*count), what.clone()));
+    rows.into_iter()
+        .map(|(what, (count, most))| match what {
+            Found::Misfit(m) => m.describe(count),
+            Found::Lacks(kind) => {
+                let need = amount(*pod.request.get(kind), kind);
+                let on = if kind == ResourceKind::Gpu && pod.fractional {
+                    " on shared devices"
+                } else {
+                    ""
+                };
+                let most = kai_policy_compiler::quantity::format_quantity(most.max(0), kind);
+                format!("{count} lack {need}{on} (most free: {most})")
+            }
+            Found::LacksExtended(name, need) => {
+                format!("{count} lack {need} {name} (most free: {})", most.max(0))
+            }
+            Found::Room(Shortage::PodSlots) => format!(
+                "{count} {} no pod slot left (status.allocatable.pods)",
+                if count == 1 { "has" } else { "have" }
+            ),
+            Found::Room(Shortage::HostPort(port)) => format!(
+                "{count} {} host port {port} in use",
+                if count == 1 { "has" } else { "have" }
+            ),
+            Found::Room(_) => {
+                format!("{count} would break the pod's inter-pod affinity or anti-affinity")
+            }
+            Found::Excluded => format!(
+                "{count} {} outside the gang's placement (topology domain or GPUs per node)",
+                if count == 1 { "is" } else { "are" }
+            ),
+        })
+        .collect()
+}
+
+/// "Needs 16 GPU on one node; the largest node it may use has 8 GPU": when no node the pod may
+/// use could hold it even with nothing else running.
+fn larger_than_any(state: &ClusterState, pod: &Pod, admitted: &[usize]) -> Option<Reason> {
+    let capacity = |n: usize| {
+        let node = state.node(n);
+        let mut all = node.allocatable;
+        if pod.fractional {
+            // A shared pod needs its share on each of its devices, not whole ones.
+            let enough = node.gpu_devices() >= pod.shared_devices.max(1) as usize;
+            all.gpu = if enough { pod.request.gpu } else { 0 };
+        }
+        all
+    };
+    let holds = |n: usize| {
+        let all = capacity(n);
+        ResourceKind::ALL
+            .into_iter()
+            .all(|k| all.get(k) >= pod.request.get(k))
+            && pod
+                .extended
+                .iter()
+                .all(|(name, &need)| state.node(n).extended.get(name).copied().unwrap_or(0) >= need)
+    };
+    if admitted.iter().any(|&n| holds(n)) {
+        return None;
+    }
+    for kind in ResourceKind::ALL {
+        let largest = admitted.iter().map(|&n| *capacity(n).get(kind)).max()?;
+        if largest < *pod.request.get(kind) {
+            return Some(Reason::LargerThanAnyNode {
+                needs: amount(*pod.request.get(kind), kind),
+                largest: amount(largest, kind),
+            });
+        }
+    }
+    for (name, &need) in &pod.extended {
+        let largest = admitted
+            .iter()
+            .map(|&n| state.node(n).extended.get(name).copied().unwrap_or(0))
+            .max()?;
+        if largest < need {
+            return Some(Reason::LargerThanAnyNode {
+                needs: format!("{need} {name}"),
+                largest: format!("{largest} {name}"),
+            });
+        }
+    }
+    None
 }

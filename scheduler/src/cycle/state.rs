@@ -1,11 +1,12 @@
 //! Free resources per node and per GPU device, kept in ordered indexes so that a pod finds its
 //! node in logarithmic time, with an undo log so a gang that does not fit whole leaves no trace.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kai_policy_compiler::model::Strategy;
 
-use crate::cluster::{Amounts, Pod, Snapshot};
+use super::filters;
+use crate::cluster::{Amounts, HostPort, Node, Pod, PodAffinityTerm, Snapshot};
 
 /// Thousandths of a GPU in one device.
 pub const DEVICE: i64 = 1000;
@@ -24,12 +25,31 @@ struct NodeFree {
     free: Amounts,
     devices: Vec<i64>,
     whole: u32,
+    /// Free amounts of every other resource the node reports.
+    extended: BTreeMap<String, i64>,
+    /// Pods that may still come (`i64::MAX` when the node does not report a limit).
+    pod_slots: i64,
+    /// Host ports taken.
+    ports: Vec<HostPort>,
+}
+
+/// A pod on a node, as inter-pod (anti-)affinity sees it.
+#[derive(Debug, Clone)]
+struct Resident {
+    key: (String, String),
+    labels: BTreeMap<String, String>,
+    anti: Vec<PodAffinityTerm>,
 }
 
 /// The cluster's free resources during one cycle.
 #[derive(Debug, Clone)]
 pub struct ClusterState {
     nodes: Vec<NodeFree>,
+    /// The nodes themselves: the filters read their labels, taints and conditions.
+    meta: Vec<Node>,
+    /// Pods per node, kept only when some pod has inter-pod (anti-)affinity terms.
+    residents: Option<Vec<Vec<Resident>>>,
+    soft_taints: bool,
     schedulable: Vec<bool>,
     /// Schedulable nodes by (whole free devices, index): where whole-GPU pods look.
     by_gpu: BTreeSet<(u32, usize)>,
@@ -50,10 +70,25 @@ impl ClusterState {
                 free: n.allocatable,
                 devices: vec![DEVICE; n.gpu_devices()],
                 whole: n.gpu_devices() as u32,
+                extended: n.extended.clone(),
+                pod_slots: n.max_pods.map_or(i64::MAX, i64::from),
+                ports: Vec::new(),
             })
             .collect();
+        let tracked = snapshot.pods.iter().any(|p| p.constraints.has_pod_terms());
         let mut state = ClusterState {
-            schedulable: snapshot.nodes.iter().map(|n| !n.unschedulable).collect(),
+            schedulable: snapshot
+                .nodes
+                .iter()
+                .map(|n| !n.unschedulable && !n.not_ready)
+                .collect(),
+            residents: tracked.then(|| vec![Vec::new(); snapshot.nodes.len()]),
+            soft_taints: snapshot.nodes.iter().any(|n| {
+                n.taints
+                    .iter()
+                    .any(|t| t.effect == crate::cluster::TaintEffect::PreferNoSchedule)
+            }),
+            meta: snapshot.nodes.clone(),
             nodes,
             by_gpu: BTreeSet::new(),
             by_cpu: BTreeSet::new(),
@@ -88,7 +123,7 @@ impl ClusterState {
             // A bound pod always takes its place; where the snapshot over-commits a node, it is
             // charged to the emptiest devices so that nothing else is placed there.
             let devices = state
-                .devices_for(node, pod, Strategy::Binpack)
+                .resources_fit(node, pod, Strategy::Binpack)
                 .unwrap_or_else(|| state.overcommit(node, pod));
             let slot = Slot { node, devices };
             state.apply(&slot, pod, -1);
@@ -134,9 +169,24 @@ impl ClusterState {
         self.nodes.len()
     }
 
-    /// Whether new pods may go to this node.
+    /// Whether new pods may go to this node (Ready and not cordoned).
     pub fn schedulable(&self, node: usize) -> bool {
         self.schedulable[node]
+    }
+
+    /// The node itself.
+    pub fn node(&self, node: usize) -> &Node {
+        &self.meta[node]
+    }
+
+    /// Whether some schedulable node has a `PreferNoSchedule` taint (pods then weigh nodes).
+    pub fn soft_taints(&self) -> bool {
+        self.soft_taints
+    }
+
+    /// Whether a pod passes every filter that does not depend on what is free on the node.
+    pub fn admits(&self, node: usize, pod: &Pod) -> bool {
+        filters::misfit(&self.meta[node], pod).is_none()
     }
 
     /// Takes (`sign = -1`) or gives back (`sign = 1`) what a pod holds.
@@ -149,6 +199,35 @@ impl ClusterState {
             n.devices[d] += sign * amount;
         }
         n.whole = n.devices.iter().filter(|&&f| f == DEVICE).count() as u32;
+        for (name, amount) in &pod.extended {
+            *n.extended.entry(name.clone()).or_default() += sign * amount;
+        }
+        if n.pod_slots != i64::MAX {
+            n.pod_slots += sign;
+        }
+        let ports = &pod.constraints.host_ports;
+        if sign < 0 {
+            n.ports.extend(ports.iter().cloned());
+        } else {
+            for port in ports {
+                if let Some(i) = n.ports.iter().position(|p| p == port) {
+                    n.ports.swap_remove(i);
+                }
+            }
+        }
+        if let Some(residents) = &mut self.residents {
+            let key = (pod.namespace.clone(), pod.name.clone());
+            let on = &mut residents[slot.node];
+            if sign < 0 {
+                on.push(Resident {
+                    key,
+                    labels: pod.labels.clone(),
+                    anti: pod.constraints.pod_anti_affinity.clone(),
+                });
+            } else if let Some(i) = on.iter().position(|r| r.key == key) {
+                on.swap_remove(i);
+            }
+        }
     }
 
     /// Places a pod on a slot.
@@ -165,8 +244,105 @@ impl ClusterState {
         self.index(slot.node, true);
     }
 
-    /// The devices a pod would take on a node, if it fits there (CPU, memory and GPU).
+    /// The devices a pod would take on a node, if it may go there: every filter (the node's
+    /// taints, labels and conditions, its free resources of every kind, pod slots, host ports
+    /// and inter-pod terms) passes.
     pub fn devices_for(
+        &self,
+        node: usize,
+        pod: &Pod,
+        strategy: Strategy,
+    ) -> Option<Vec<(usize, i64)>> {
+        if !self.schedulable[node] || !self.admits(node, pod) || self.room(node, pod).is_some() {
+            return None;
+        }
+        self.resources_fit(node, pod, strategy)
+    }
+
+    /// What besides CPU, memory and GPU stops a pod on a node now: a resource it lacks, no pod
+    /// slot left, a host port taken, or an inter-pod term broken.
+    pub fn room(&self, node: usize, pod: &Pod) -> Option<Shortage> {
+        let n = &self.nodes[node];
+        if n.pod_slots < 1 {
+            return Some(Shortage::PodSlots);
+        }
+        for (name, &need) in &pod.extended {
+            let free = n.extended.get(name).copied().unwrap_or(0);
+            if free < need {
+                return Some(Shortage::Extended(name.clone(), need, free));
+            }
+        }
+        for port in &pod.constraints.host_ports {
+            if n.ports.iter().any(|p| ports_collide(p, port)) {
+                return Some(Shortage::HostPort(port.port));
+            }
+        }
+        if self.residents.is_some() && !self.pod_terms_hold(node, pod) {
+            return Some(Shortage::PodAffinity);
+        }
+        None
+    }
+
+    /// Kubernetes' `InterPodAffinity` filter: every affinity term finds a matching pod in the
+    /// node's domain (or no pod anywhere matches and the pod matches its own term: the first of
+    /// a group), no anti-affinity term does, and no resident's anti-affinity selects this pod.
+    fn pod_terms_hold(&self, node: usize, pod: &Pod) -> bool {
+        let Some(residents) = &self.residents else {
+            return true;
+        };
+        let labels = &self.meta[node].labels;
+        let same_domain = |other: usize, key: &str| {
+            labels
+                .get(key)
+                .is_some_and(|v| self.meta[other].labels.get(key) == Some(v))
+        };
+        // The nodes running a pod the term selects.
+        let matching = |term: &PodAffinityTerm| -> Vec<usize> {
+            (0..residents.len())
+                .filter(|&m| {
+                    residents[m]
+                        .iter()
+                        .any(|r| filters::term_selects(term, &pod.namespace, &r.key.0, &r.labels))
+                })
+                .collect()
+        };
+        for term in &pod.constraints.pod_affinity {
+            let anywhere = matching(term);
+            if anywhere.is_empty() {
+                if !filters::term_selects(term, &pod.namespace, &pod.namespace, &pod.labels)
+                    || !labels.contains_key(&term.topology_key)
+                {
+                    return false;
+                }
+                continue;
+            }
+            if !anywhere
+                .into_iter()
+                .any(|m| same_domain(m, &term.topology_key))
+            {
+                return false;
+            }
+        }
+        for term in &pod.constraints.pod_anti_affinity {
+            if matching(term)
+                .into_iter()
+                .any(|m| same_domain(m, &term.topology_key))
+            {
+                return false;
+            }
+        }
+        residents.iter().enumerate().all(|(m, on)| {
+            on.iter().all(|r| {
+                r.anti.iter().all(|term| {
+                    !same_domain(m, &term.topology_key)
+                        || !filters::term_selects(term, &r.key.0, &pod.namespace, &pod.labels)
+                })
+            })
+        })
+    }
+
+    /// The devices a pod would take on a node counting only CPU, memory and GPU.
+    fn resources_fit(
         &self,
         node: usize,
         pod: &Pod,
@@ -180,17 +356,29 @@ impl ClusterState {
             return Some(Vec::new());
         }
         if pod.fractional {
-            // A shared device: binpack fills partly used devices first, spread the emptiest.
-            let fits = n
+            // Shared devices: binpack fills partly used devices first, spread the emptiest.
+            let share = pod.share_per_device();
+            let mut fits: Vec<(usize, i64)> = n
                 .devices
                 .iter()
+                .copied()
                 .enumerate()
-                .filter(|&(_, &f)| f >= pod.request.gpu);
-            let chosen = match strategy {
-                Strategy::Binpack => fits.min_by_key(|&(d, &f)| (f, d)),
-                Strategy::Spread => fits.max_by_key(|&(d, &f)| (f, usize::MAX - d)),
-            };
-            return chosen.map(|(d, _)| vec![(d, pod.request.gpu)]);
+                .filter(|&(_, f)| f >= share)
+                .collect();
+            match strategy {
+                Strategy::Binpack => fits.sort_by_key(|&(d, f)| (f, d)),
+                Strategy::Spread => fits.sort_by_key(|&(d, f)| (std::cmp::Reverse(f), d)),
+            }
+            let count = pod.shared_devices.max(1) as usize;
+            if fits.len() < count {
+                return None;
+            }
+            return Some(
+                fits.into_iter()
+                    .take(count)
+                    .map(|(d, _)| (d, share))
+                    .collect(),
+            );
         }
         let need = (pod.request.gpu + DEVICE - 1) / DEVICE;
         let free: Vec<usize> = n
@@ -215,7 +403,7 @@ impl ClusterState {
                 break;
             }
             let amount = if pod.fractional {
-                left
+                left.min(pod.share_per_device())
             } else {
                 left.min(DEVICE)
             };
@@ -226,12 +414,32 @@ impl ClusterState {
     }
 
     /// Candidate nodes for a pod in strategy order: binpack fullest first, spread emptiest
-    /// first. Only schedulable nodes; the caller still checks fit.
-    pub fn candidates(
-        &self,
-        pod: &Pod,
+    /// first. Only schedulable nodes that pass the pod's node filters; the caller still checks
+    /// fit.
+    pub fn candidates<'s>(
+        &'s self,
+        pod: &'s Pod,
         strategy: Strategy,
-    ) -> Box<dyn Iterator<Item = usize> + '_> {
+    ) -> Box<dyn Iterator<Item = usize> + 's> {
+        Box::new(
+            self.by_strategy(pod, strategy)
+                .filter(move |&n| self.admits(n, pod)),
+        )
+    }
+
+    /// What orders candidates under a strategy: nodes with the same key are equal to it.
+    pub fn strategy_key(&self, node: usize, pod: &Pod) -> i64 {
+        let n = &self.nodes[node];
+        if pod.request.gpu > 0 && !pod.fractional {
+            i64::from(n.whole)
+        } else if pod.request.gpu > 0 {
+            n.free.gpu
+        } else {
+            n.free.cpu
+        }
+    }
+
+    fn by_strategy(&self, pod: &Pod, strategy: Strategy) -> Box<dyn Iterator<Item = usize> + '_> {
         if pod.request.gpu > 0 && !pod.fractional {
             let need = ((pod.request.gpu + DEVICE - 1) / DEVICE) as u32;
             let range = self.by_gpu.range((need, 0)..);
@@ -241,7 +449,15 @@ impl ClusterState {
             }
         } else if pod.request.gpu > 0 {
             let need = pod.request.gpu;
-            let fits = move |n: &usize| self.nodes[*n].devices.iter().any(|&f| f >= need);
+            let (share, count) = (pod.share_per_device(), pod.shared_devices.max(1) as usize);
+            let fits = move |n: &usize| {
+                self.nodes[*n]
+                    .devices
+                    .iter()
+                    .filter(|&&f| f >= share)
+                    .count()
+                    >= count
+            };
             let range = self.by_free_gpu.range((need, 0)..);
             match strategy {
                 Strategy::Binpack => Box::new(range.map(|&(_, n)| n).filter(fits)),
@@ -260,7 +476,11 @@ impl ClusterState {
     pub fn lacking(&self, node: usize, pod: &Pod) -> Amounts {
         let n = &self.nodes[node];
         let gpu_free = if pod.fractional {
-            n.devices.iter().copied().max().unwrap_or(0)
+            let mut devices = n.devices.clone();
+            devices.sort_unstable_by(|a, b| b.cmp(a));
+            // The share the emptiest devices could hold, as the pod's total.
+            let count = pod.shared_devices.max(1) as usize;
+            devices.get(count - 1).copied().unwrap_or(0) * count as i64
         } else {
             n.whole as i64 * DEVICE
         };
@@ -270,4 +490,26 @@ impl ClusterState {
             memory: (pod.request.memory - n.free.memory).max(0),
         }
     }
+}
+
+/// What stops a pod on a node besides CPU, memory and GPU.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Shortage {
+    /// No pod slot left (`status.allocatable.pods`).
+    PodSlots,
+    /// A resource: its name, what the pod needs, what is free.
+    Extended(String, i64, i64),
+    /// A host port already taken.
+    HostPort(i32),
+    /// An inter-pod affinity or anti-affinity term does not hold.
+    PodAffinity,
+}
+
+/// Kubernetes' host-port rule: same protocol and port, and the same address or either one the
+/// wildcard.
+fn ports_collide(a: &HostPort, b: &HostPort) -> bool {
+    let wildcard = |ip: &str| ip.is_empty() || ip == "0.0.0.0";
+    a.port == b.port
+        && a.protocol == b.protocol
+        && (wildcard(&a.ip) || wildcard(&b.ip) || a.ip == b.ip)
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::cluster::Amounts;
 
 fn options() -> Options {
     Options {
@@ -16,6 +17,24 @@ fn fail(text: &str) -> String {
     parse_cluster("cluster.yaml", text, &options())
         .expect_err("the file is rejected")
         .to_string()
+}
+
+/// The notes of a file that is read (one bad object never rejects the file).
+fn notes(text: &str) -> Vec<String> {
+    parse(text).notes
+}
+
+/// The one note of a file whose only object is skipped.
+fn skipped(text: &str) -> String {
+    let file = parse(text);
+    assert!(
+        file.snapshot.pods.is_empty() && file.snapshot.nodes.is_empty(),
+        "the object is skipped: {file:?}"
+    );
+    match file.notes.as_slice() {
+        [one] => one.clone(),
+        many => panic!("one note expected: {many:?}"),
+    }
 }
 
 const NODE: &str = "
@@ -177,15 +196,23 @@ fn gpu_fractions() {
     let whole = parse(&pod("{gpu-fraction: \"1\"}", "{}"));
     assert_eq!(whole.snapshot.pods[0].request.gpu, 1000);
 
-    for bad in ["0", "1.5", "half", "-0.5", "0.0001"] {
-        let e = fail(&pod(&format!("{{gpu-fraction: \"{bad}\"}}"), "{}"));
+    for bad in ["0", "1.5", "half", "-0.5"] {
+        let e = skipped(&pod(&format!("{{gpu-fraction: \"{bad}\"}}"), "{}"));
         assert!(
-            e.contains("cluster.yaml: Pod ds-analytics/nb: annotation gpu-fraction")
+            e.contains("skipped Pod ds-analytics/nb: annotation gpu-fraction")
                 && e.contains("(0, 1]"),
             "{bad}: {e}"
         );
     }
-    let e = fail(&pod(
+    // Finer than a thousandth: rounded up, with a note (KAI takes any float).
+    let fine = parse(&pod("{gpu-fraction: \"0.0001\"}", "{}"));
+    assert_eq!(fine.snapshot.pods[0].request.gpu, 1);
+    assert!(
+        fine.notes[0].contains("counted as 0.001"),
+        "{:?}",
+        fine.notes
+    );
+    let e = skipped(&pod(
         "{gpu-fraction: \"0.5\"}",
         "{limits: {nvidia.com/gpu: 1}}",
     ));
@@ -248,55 +275,128 @@ spec:
 }
 
 #[test]
-fn bad_quantities_name_the_object_and_the_field() {
-    let e = fail(&pod("{}", "{requests: {cpu: lots}}"));
+fn bad_quantities_skip_the_object_with_a_note_naming_the_field() {
+    let e = skipped(&pod("{}", "{requests: {cpu: lots}}"));
     assert_eq!(
         e,
-        "cluster.yaml: Pod ds-analytics/nb: container c: resources.requests.cpu: `lots` is not a Kubernetes quantity"
+        "skipped Pod ds-analytics/nb: container c: resources.requests.cpu: `lots` is not a Kubernetes quantity"
     );
-    let e = fail(&pod("{}", "{limits: {nvidia.com/gpu: 500m}}"));
+    let e = skipped(&pod("{}", "{limits: {nvidia.com/gpu: 500m}}"));
     assert!(e.contains("counts whole devices"), "{e}");
-    let e = fail(&NODE.replace("63500m", "many"));
+    let e = skipped(&NODE.replace("63500m", "many"));
     assert_eq!(
         e,
-        "cluster.yaml: Node gpu-01: status.allocatable.cpu: `many` is not a Kubernetes quantity"
+        "skipped Node gpu-01: status.allocatable.cpu: `many` is not a Kubernetes quantity"
     );
 }
 
 #[test]
-fn missing_names_and_duplicates_are_errors() {
-    let e = fail("apiVersion: v1\nkind: Pod\nmetadata: {namespace: ns}\nspec: {containers: []}\n");
-    assert_eq!(e, "cluster.yaml: Pod (document 1): has no metadata.name");
-    let e = fail(&format!("{NODE}---{NODE}"));
-    assert_eq!(e, "cluster.yaml: Node gpu-01: appears twice in the file");
-    let e = fail("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, metadata: {name: x}}\n");
-    assert_eq!(e, "cluster.yaml: document 1, item 1: has no kind");
-    let e = fail("just text\n");
+fn quantities_kubernetes_accepts_are_rounded_not_refused() {
+    let file = parse(&pod("{}", "{requests: {cpu: 1u, memory: \"0.1\"}}"));
+    let r = file.snapshot.pods[0].request;
+    assert_eq!(
+        (r.cpu, r.memory),
+        (1, 1),
+        "requests round up to a millicore and a byte"
+    );
+    let file = parse(&NODE.replace("63500m", "63500500u"));
+    assert_eq!(
+        file.snapshot.nodes[0].allocatable.cpu, 63500,
+        "allocatable rounds down"
+    );
+}
+
+#[test]
+fn unquoted_label_values_are_read_as_strings() {
+    let file = parse(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, labels: {version: 2, canary: true}}\nspec: {schedulerName: kai-scheduler, containers: []}\n",
+    );
+    let labels = &file.snapshot.pods[0].labels;
+    assert_eq!(labels["version"], "2");
+    assert_eq!(labels["canary"], "true");
+}
+
+#[test]
+fn missing_names_and_duplicates_are_skipped_with_a_note() {
+    let e =
+        skipped("apiVersion: v1\nkind: Pod\nmetadata: {namespace: ns}\nspec: {containers: []}\n");
+    assert_eq!(e, "skipped Pod (document 1): it has no metadata.name");
+    let file = parse(&format!("{NODE}---{NODE}"));
+    assert_eq!(file.snapshot.nodes.len(), 1);
+    assert_eq!(
+        file.notes,
+        ["skipped Node gpu-01: it appears twice in the file (the first is used)"]
+    );
+    let e =
+        skipped("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, metadata: {name: x}}\n");
+    assert_eq!(e, "skipped document 1, item 1: it has no kind");
+    let e = skipped("just text\n");
     assert!(e.contains("is not a Kubernetes object"), "{e}");
+    // Text that is not YAML at all still rejects the file: nothing in it can be trusted.
     let e = fail("a: [b\n");
     assert!(e.starts_with("cluster.yaml: not valid YAML"), "{e}");
 }
 
 #[test]
-fn bad_types_are_reported_with_the_object() {
-    let e = fail(
+fn bad_types_skip_the_object_naming_the_field() {
+    let e = skipped(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nspec: {containers: {}}\n",
     );
     assert!(
-        e.starts_with("cluster.yaml: Pod ns/p: not a valid Pod:"),
+        e.starts_with("skipped Pod ns/p: not a valid Pod: spec.containers: invalid type"),
         "{e}"
     );
-    let e = fail(
-        "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: g, namespace: ns}\nspec: {minMember: 0}\n",
+    let group = |spec: &str| {
+        format!(
+            "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {{name: g, namespace: ns}}\nspec: {spec}\n"
+        )
+    };
+    // minMember 0 is valid in KAI's CRD: no gang requirement.
+    assert_eq!(
+        parse(&group("{minMember: 0}")).snapshot.groups[0].min_member,
+        0
     );
+    let e = notes(&group("{minMember: -1}"));
     assert_eq!(
         e,
-        "cluster.yaml: PodGroup ns/g: spec.minMember is 0; it must be at least 1"
+        ["skipped PodGroup ns/g: spec.minMember is -1; it must be 0 or more"]
     );
-    let e = fail(
+    let e = notes(
         "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: g, namespace: ns, creationTimestamp: yesterday}\n",
     );
-    assert!(e.contains("is not an RFC 3339 time"), "{e}");
+    assert!(e[0].contains("not an RFC 3339 time"), "{e:?}");
+}
+
+#[test]
+fn pod_group_fields_kai_reads() {
+    let file = parse(
+        "apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata:
+  name: g
+  namespace: ns
+  annotations: {kai.scheduler/stale-podgroup-timestamp: \"2026-01-01T00:01:00Z\"}
+spec:
+  minMember: 2
+  preemptibility: non-preemptible
+  preemptionDelay: 1m30s
+  stalenessGracePeriod: -1s
+  topologyConstraint: {requiredTopologyLevel: topology.kubernetes.io/zone}
+",
+    );
+    let g = &file.snapshot.groups[0];
+    assert_eq!(g.preemptible, Some(false));
+    assert_eq!(g.preemption_delay, Some(90));
+    assert_eq!(g.staleness_grace, Some(-1));
+    assert_eq!(
+        g.stale_since,
+        Some(0),
+        "the only instant in the file is the origin"
+    );
+    assert_eq!(
+        g.topology_required.as_deref(),
+        Some("topology.kubernetes.io/zone")
+    );
 }
 
 #[test]
@@ -325,18 +425,21 @@ items:
   metadata: {name: q}
 ",
     );
+    // Objects of other kinds are noted last: only once every pod is read is it known that they
+    // own none. The bound pod's node is not in the file, but it is another scheduler's: no note.
     assert_eq!(
         file.notes,
         [
-            "skipped ConfigMap ns/c: v1 ConfigMap is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
             "skipped Pod ns/done: it has finished (phase Succeeded)",
             "skipped Pod ns/theirs: it is pending for another scheduler (default-scheduler, not kai-scheduler)",
+            "skipped ConfigMap ns/c: v1 ConfigMap is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
             "skipped Queue q: scheduling.run.ai/v2 Queue is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
         ]
     );
     // A bound pod of another scheduler still holds its node's resources.
     assert_eq!(file.snapshot.pods.len(), 1);
     assert_eq!(file.snapshot.pods[0].request.cpu, 100);
+    assert!(file.snapshot.pods[0].foreign);
 }
 
 #[test]

@@ -20,6 +20,7 @@ fn pod(name: &str, node: Option<&str>) -> Pod {
         started: node.map(|_| 0),
         termination_grace_seconds: 30,
         terminating: false,
+        ..Default::default()
     }
 }
 
@@ -33,6 +34,7 @@ fn node(name: &str) -> Node {
             memory: 1 << 40,
         },
         unschedulable: false,
+        ..Default::default()
     }
 }
 
@@ -100,7 +102,10 @@ fn decisions_change_the_snapshot() {
     let pending = [Decision::Pending {
         job: "ns/waiting".into(),
         pods: vec!["ns/waiting".into()],
-        reason: Reason::NoNodeFits { closest: None },
+        reason: Reason::NoNodeFits {
+            nodes: 1,
+            found: Vec::new(),
+        },
     }];
     assert!(!apply(
         &mut snapshot,

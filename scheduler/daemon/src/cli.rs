@@ -1,0 +1,383 @@
+//! The `kai-scheduler` command line (edge): clap parses plain arguments, each command runs
+//! against the library, and [`run`] maps every outcome to an exit status in one place:
+//! 0 ok, 1 the policy has errors (its diagnostics are printed), 2 the command could not run
+//! (bad flags, an unreadable policy folder, an unreadable or invalid cluster file or compiled
+//! config, a daemon that cannot start or stops on a fatal error).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use k8s_openapi::jiff::Timestamp;
+use kai_policy_compiler::check;
+use kai_policy_compiler::diagnostics::{self, HumanStyle};
+use kai_policy_compiler::lower::config;
+use kai_policy_compiler::model::Policy;
+use kai_policy_compiler::source;
+
+use kai_scheduler::bench::{self, BenchArgs, BenchFormat, Scenario};
+use kai_scheduler::ingest::{self, Options};
+use kai_scheduler::simulate::{self, DEFAULT_CYCLES};
+use kai_scheduler_daemon::daemon::{self, DaemonOptions};
+use kai_scheduler_daemon::follow::{Credentials, FollowOptions, Origin};
+use kai_scheduler_daemon::sim::SimOptions;
+
+/// Exit statuses: the same contract as kai-policy's (cli.md).
+pub use kai_policy_compiler::cli::{EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS};
+
+/// kai-scheduler: KAI Scheduler's semantics, driven by a kai-policy policy.
+#[derive(Debug, Parser)]
+#[command(name = "kai-scheduler", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scheduling cycles in memory over a cluster file and print every decision.
+    Simulate(SimulateArgs),
+    /// Generate a synthetic cluster and time scheduling cycles.
+    Bench(BenchCli),
+    /// Schedule continuously with the policy of a Git repository, reloading it as it changes
+    /// (development and demo mode: the cluster is the in-memory simulator over a cluster file).
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The policy repository: a URL (https://, ssh://, file://) to clone and fetch, or a local
+    /// checkout to watch (kept fresh by a git-sync sidecar).
+    #[arg(long, value_name = "URL|PATH")]
+    policy_repo: String,
+    /// The branch to follow (a local checkout follows what it has checked out).
+    #[arg(long, default_value = "main")]
+    branch: String,
+    /// The policy folder, or a compiled scheduler-config.json, inside the repository.
+    #[arg(long, default_value = "policies")]
+    path: String,
+    /// How often a remote is fetched (and a local checkout re-read even without a change).
+    #[arg(long, default_value = "30s", value_parser = parse_interval)]
+    poll: std::time::Duration,
+    /// The cluster file the simulated cluster starts from (same format as `simulate`).
+    #[arg(long)]
+    cluster: PathBuf,
+    /// Where the HTTP server listens (/healthz, /readyz, /policy, /pending, /metrics).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    listen: std::net::SocketAddr,
+    /// Time between the starts of two scheduling cycles.
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    period: std::time::Duration,
+    /// Where the clone of a remote and the usage history are kept.
+    #[arg(long, default_value = ".kai-scheduler")]
+    state_dir: PathBuf,
+    /// Simulated seconds per wall-clock second.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    speed: f64,
+    /// How long a simulated pod runs once bound, unless its kai-policy.io/simulated-duration
+    /// annotation says otherwise.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    pod_duration: std::time::Duration,
+    /// When the simulated clock starts (RFC 3339); pods created later arrive as it passes
+    /// their creation time [default: the latest creation or start time in the cluster file].
+    #[arg(long, value_parser = parse_time)]
+    start: Option<Timestamp>,
+    /// A private SSH key for ssh:// remotes (the SSH agent is tried first).
+    #[arg(long, value_name = "FILE")]
+    ssh_key: Option<PathBuf>,
+    /// A file holding a token for https:// remotes [default: $KAI_POLICY_GIT_TOKEN].
+    #[arg(long, value_name = "FILE")]
+    git_token_file: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    log_format: Format,
+}
+
+/// Output formats of `simulate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Decisions per cycle and the queue table.
+    Human,
+    /// One JSON document.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+struct SimulateArgs {
+    /// The policy folder (or one .kdl file).
+    #[arg(long, default_value = "policies")]
+    policy: PathBuf,
+    /// A compiled config (`scheduler-config.json`, from `kai-policy build`) instead of a policy
+    /// folder; its digest and format version are verified.
+    #[arg(long, conflicts_with = "policy")]
+    config: Option<PathBuf>,
+    /// The cluster file: what `kubectl get nodes,pods,podgroups.scheduling.run.ai -A -o yaml`
+    /// prints (`-`: standard input).
+    #[arg(long)]
+    cluster: PathBuf,
+    /// At most this many cycles, one simulated minute apart (fewer when nothing changes).
+    #[arg(long, default_value_t = DEFAULT_CYCLES, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    cycles: u32,
+    /// When the first cycle runs (RFC 3339) [default: the latest creation or start time in the
+    /// cluster file].
+    #[arg(long, value_parser = parse_time)]
+    now: Option<Timestamp>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+}
+
+/// Parses the command line, runs the command, and returns the process exit status.
+pub fn run() -> u8 {
+    let cli: Cli = match kai_policy_compiler::cli::parse_args() {
+        Ok(cli) => cli,
+        Err(status) => return status,
+    };
+    let result = match cli.command {
+        Command::Simulate(args) => simulate_command(&args),
+        Command::Run(args) => run_command(args),
+        Command::Bench(args) => bench::run(&args.into()).map(|out| {
+            print_stdout(&out);
+            EXIT_OK
+        }),
+    };
+    match result {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// `kai-scheduler bench`'s flags (the bench itself, [`BenchArgs`], lives in the library).
+#[derive(Debug, clap::Args)]
+struct BenchCli {
+    /// Nodes, 8 GPUs each [default: 5000; reclaim: 1000; steady: 4000].
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Pending pods [default: 10 per node; reclaim: a gang of 250; steady: 35 per node in all,
+    /// a seventh of them pending].
+    #[arg(long)]
+    pods: Option<usize>,
+    /// Queues in a 3-level tree [default: one per 5 nodes, at least 3; reclaim: 100; steady:
+    /// 1000].
+    #[arg(long)]
+    queues: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Cycles (and first-fit passes) to time; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    cycles: usize,
+    /// Seed of the cluster generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// What to time.
+    #[arg(long, value_enum, default_value_t = ScenarioArg::Allocate)]
+    scenario: ScenarioArg,
+}
+
+/// The bench scenarios, as flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ScenarioArg {
+    /// Empty nodes, many pending gangs: the allocate action at scale.
+    Allocate,
+    /// Full nodes, one pending gang of a starved queue: the reclaim action.
+    Reclaim,
+    /// 4,000 mostly full nodes, 140,000 pods, a backlog across 1,000 queues: every action.
+    Steady,
+}
+
+impl From<BenchCli> for BenchArgs {
+    fn from(a: BenchCli) -> Self {
+        BenchArgs {
+            nodes: a.nodes,
+            pods: a.pods,
+            queues: a.queues,
+            format: match a.format {
+                Format::Human => BenchFormat::Human,
+                Format::Json => BenchFormat::Json,
+            },
+            cycles: a.cycles,
+            seed: a.seed,
+            scenario: match a.scenario {
+                ScenarioArg::Allocate => Scenario::Allocate,
+                ScenarioArg::Reclaim => Scenario::Reclaim,
+                ScenarioArg::Steady => Scenario::Steady,
+            },
+        }
+    }
+}
+
+/// `500ms`, or a duration of the policy language (`30s`, `5m`, `1h`).
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    let parsed = match text.strip_suffix("ms") {
+        Some(ms) => ms
+            .parse::<u64>()
+            .map(std::time::Duration::from_millis)
+            .map_err(|e| e.to_string()),
+        None => kai_policy_compiler::quantity::parse_duration(text)
+            .map(|d| std::time::Duration::from_secs(d.0))
+            .map_err(|e| e.to_string()),
+    };
+    match parsed {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be more than zero".to_string()),
+        Err(e) => Err(format!("not a duration like 500ms, 30s or 5m: {e}")),
+    }
+}
+
+fn parse_speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err("must be a number above zero (simulated seconds per second)".to_string()),
+    }
+}
+
+fn run_command(args: RunArgs) -> Result<u8, String> {
+    let logs = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(human_style() == HumanStyle::Colour);
+    match args.log_format {
+        Format::Json => logs.json().init(),
+        Format::Human => logs.init(),
+    }
+    let token = match &args.git_token_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read --git-token-file {}: {e}", file.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("KAI_POLICY_GIT_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
+    };
+    let options = DaemonOptions {
+        follow: FollowOptions {
+            origin: Origin::parse(&args.policy_repo),
+            branch: args.branch,
+            path: args.path,
+            state_dir: args.state_dir,
+            credentials: Credentials {
+                ssh_key: args.ssh_key,
+                token,
+            },
+        },
+        poll: args.poll,
+        period: args.period,
+        listen: args.listen,
+        cluster: args.cluster,
+        sim: SimOptions {
+            speed: args.speed,
+            default_duration: args.pod_duration.as_secs(),
+            start: args.start,
+        },
+    };
+    daemon::run(options)?;
+    Ok(EXIT_OK)
+}
+
+fn parse_time(text: &str) -> Result<Timestamp, String> {
+    text.parse()
+        .map_err(|e| format!("not an RFC 3339 time like 2026-11-21T10:00:00Z: {e}"))
+}
+
+fn human_style() -> HumanStyle {
+    let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::io::stderr().is_terminal();
+    if colour {
+        HumanStyle::Colour
+    } else {
+        HumanStyle::Plain
+    }
+}
+
+/// The checked policy of a folder (diagnostics printed to stderr; `None` when it has errors).
+fn policy_from_folder(folder: &std::path::Path) -> Result<Option<Policy>, String> {
+    let (sources, early) = source::load_dir(folder).map_err(|e| e.to_string())?;
+    let checked = check::check(&sources, early);
+    // Diagnostics go to stderr so that stdout stays one JSON document with `--format json`.
+    if !checked.diagnostics.is_empty() {
+        eprint!(
+            "{}",
+            diagnostics::render_human(&checked.diagnostics, &sources, human_style())
+        );
+    }
+    let failed = checked.has_errors();
+    Ok(checked.policy.filter(|_| !failed))
+}
+
+fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
+    let policy = match &args.config {
+        Some(path) => config::load(path).map_err(|e| e.to_string())?.1,
+        None => match policy_from_folder(&args.policy)? {
+            Some(policy) => policy,
+            None => return Ok(EXIT_PROBLEMS),
+        },
+    };
+    let policy = &policy;
+    let options = Options::for_policy(policy);
+    let file = if args.cluster.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read the cluster from standard input: {e}"))?;
+        ingest::parse_cluster("-", &text, &options)
+    } else {
+        ingest::read_cluster(&args.cluster, &options)
+    }
+    .map_err(|e| e.to_string())?;
+    for note in &file.notes {
+        eprintln!("note: {}: {note}", args.cluster.display());
+    }
+    let start = match (args.now, file.origin) {
+        (None, _) => file.taken,
+        (Some(_), None) => 0,
+        (Some(now), Some(origin)) => {
+            let seconds = now.as_second() - origin.as_second();
+            let start = u64::try_from(seconds).unwrap_or(0);
+            if start < file.taken {
+                return Err(format!(
+                    "--now {now} is before the latest creation or start time in {} ({})",
+                    args.cluster.display(),
+                    Timestamp::from_second(origin.as_second() + file.taken as i64)
+                        .map_or_else(|_| file.taken.to_string(), |t| t.to_string())
+                ));
+            }
+            start
+        }
+    };
+    let options = simulate::Options {
+        cycles: args.cycles as usize,
+        start,
+        ..simulate::Options::default()
+    };
+    let snapshot = &file.snapshot;
+    let pending = snapshot.pods.iter().filter(|p| p.node.is_none()).count();
+    let header = format!(
+        "{} pods ({pending} pending) on {} nodes; cycle 1 runs at {}, then one every simulated minute\n\n",
+        snapshot.pods.len(),
+        snapshot.nodes.len(),
+        file.origin
+            .and_then(|o| Timestamp::from_second(o.as_second() + start as i64).ok())
+            .map_or_else(
+                || "the cluster file's time 0".to_string(),
+                |t| t.to_string()
+            )
+    );
+    let sim = simulate::simulate(file.snapshot, policy, &options);
+    print_stdout(&match args.format {
+        Format::Human => header + &simulate::render_human(&sim, policy),
+        Format::Json => simulate::render_json(&sim, policy),
+    });
+    Ok(EXIT_OK)
+}
+
+/// Writes to stdout, ignoring a closed pipe (`kai-scheduler simulate … | head`).
+fn print_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}

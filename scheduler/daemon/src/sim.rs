@@ -1,0 +1,229 @@
+//! The in-memory cluster of `simulate`, moving on its own clock: the daemon's development and
+//! demo backend.
+//!
+//! The world of a cluster file, in motion: bound pods run for their duration (the
+//! [`DURATION_ANNOTATION`] annotation, or the default; counted from the clock's start for pods
+//! already running in the file) and finish; evicted pods terminate after
+//! their grace period; pods (and pod groups) whose creation time is after the clock's start
+//! arrive when the clock reaches it. The clock runs at wall speed times `speed`, from `start`
+//! (by default the latest creation or start time in the file, where `simulate` starts: then
+//! every pod of the file is there at once).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use kai_policy_compiler::model::Policy;
+use kai_policy_compiler::quantity::parse_duration;
+use kai_scheduler::cluster::{Pod, PodGroup, Snapshot, Time};
+use kai_scheduler::decision::{Decision, EvictReason};
+use kai_scheduler::ingest::{self, Options};
+
+use crate::backend::Backend;
+
+/// Pod annotation: how long a simulated pod runs once bound (`"90s"`, `"10m"`, `"2h"`).
+pub const DURATION_ANNOTATION: &str = "kai-policy.io/simulated-duration";
+
+/// How the simulated cluster moves.
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    /// Simulated seconds per wall-clock second.
+    pub speed: f64,
+    /// How long a pod without the annotation runs, in seconds.
+    pub default_duration: Time,
+    /// When the clock starts; `None`: the latest creation or start time in the file.
+    pub start: Option<k8s_openapi::jiff::Timestamp>,
+}
+
+/// The simulated cluster.
+pub struct SimCluster {
+    world: Snapshot,
+    /// Pods and groups created after the clock's start, latest first (popped as they arrive).
+    arriving: Vec<Pod>,
+    arriving_groups: Vec<PodGroup>,
+    durations: HashMap<String, Time>,
+    /// Evicted pods, and when they are gone.
+    leaving: HashMap<String, Time>,
+    options: SimOptions,
+    start: Time,
+    wall_start: Instant,
+}
+
+impl SimCluster {
+    /// Reads a cluster file as `simulate` does (for `policy`'s queue label and scheduler name).
+    pub fn read(path: &Path, policy: &Policy, options: SimOptions) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the cluster file {}: {e}", path.display()))?;
+        let label = path.display().to_string();
+        let file = ingest::parse_cluster(&label, &text, &Options::for_policy(policy))
+            .map_err(|e| e.to_string())?;
+        let durations = durations(&label, &text)?;
+        let start = match (options.start, file.origin) {
+            (None, _) | (Some(_), None) => file.taken,
+            (Some(start), Some(origin)) => {
+                u64::try_from(start.as_second() - origin.as_second()).unwrap_or(0)
+            }
+        };
+        Ok(Self::new(file.snapshot, durations, options, start))
+    }
+
+    /// A simulated cluster over `snapshot`, with per-pod durations by `namespace/name`, whose
+    /// clock starts at `start` (seconds on the snapshot's clock).
+    pub fn new(
+        mut snapshot: Snapshot,
+        durations: HashMap<String, Time>,
+        options: SimOptions,
+        start: Time,
+    ) -> Self {
+        let (mut arriving, present): (Vec<Pod>, Vec<Pod>) = std::mem::take(&mut snapshot.pods)
+            .into_iter()
+            .partition(|p| p.node.is_none() && p.created > start);
+        snapshot.pods = present;
+        arriving.sort_by_key(|p| std::cmp::Reverse(p.created));
+        let (mut arriving_groups, groups): (Vec<PodGroup>, Vec<PodGroup>) =
+            std::mem::take(&mut snapshot.groups)
+                .into_iter()
+                .partition(|g| g.created > start);
+        snapshot.groups = groups;
+        arriving_groups.sort_by_key(|g| std::cmp::Reverse(g.created));
+        let leaving = snapshot
+            .pods
+            .iter()
+            .filter(|p| p.terminating)
+            .map(|p| (p.key(), start + p.termination_grace_seconds))
+            .collect();
+        SimCluster {
+            world: snapshot,
+            arriving,
+            arriving_groups,
+            durations,
+            leaving,
+            options,
+            start,
+            wall_start: Instant::now(),
+        }
+    }
+
+    /// The simulated clock now.
+    pub fn now(&self) -> Time {
+        let elapsed = self.wall_start.elapsed().as_secs_f64() * self.options.speed;
+        self.start + elapsed as Time
+    }
+
+    /// Moves the world to `now`: arrivals, finished pods, evicted pods gone.
+    pub fn advance(&mut self, now: Time) {
+        while self.arriving.last().is_some_and(|p| p.created <= now) {
+            if let Some(pod) = self.arriving.pop() {
+                self.world.pods.push(pod);
+            }
+        }
+        while self
+            .arriving_groups
+            .last()
+            .is_some_and(|g| g.created <= now)
+        {
+            if let Some(group) = self.arriving_groups.pop() {
+                self.world.groups.push(group);
+            }
+        }
+        let default = self.options.default_duration;
+        let start = self.start;
+        let durations = &self.durations;
+        let leaving = &mut self.leaving;
+        self.world.pods.retain(|p| {
+            let key = p.key();
+            if let Some(&gone) = leaving.get(&key) {
+                if gone <= now {
+                    leaving.remove(&key);
+                    return false;
+                }
+                return true;
+            }
+            let Some(started) = p.started.filter(|_| p.node.is_some()) else {
+                return true;
+            };
+            // A pod already running in the file runs its duration from the clock's start: the
+            // file says when it started, not how long it has left.
+            let runs = durations.get(&key).copied().unwrap_or(default);
+            started.max(start).saturating_add(runs) > now
+        });
+    }
+
+    /// The world as it is (for tests and the demo).
+    pub fn world(&self) -> &Snapshot {
+        &self.world
+    }
+
+    /// Pods still to arrive.
+    pub fn arriving(&self) -> usize {
+        self.arriving.len()
+    }
+}
+
+impl Backend for SimCluster {
+    fn snapshot(&mut self) -> Result<(Snapshot, Time), String> {
+        let now = self.now();
+        self.advance(now);
+        Ok((self.world.clone(), now))
+    }
+
+    fn apply(&mut self, decisions: &[Decision], now: Time) -> Result<(), String> {
+        let index: HashMap<String, usize> = self
+            .world
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.key(), i))
+            .collect();
+        for decision in decisions {
+            match decision {
+                Decision::Bind { pod, node } => {
+                    if let Some(&i) = index.get(pod) {
+                        let p = &mut self.world.pods[i];
+                        p.node = Some(node.clone());
+                        p.started = Some(now);
+                    }
+                }
+                Decision::Evict { pod, reason, .. } => {
+                    let Some(&i) = index.get(pod) else { continue };
+                    let p = &mut self.world.pods[i];
+                    if let EvictReason::Consolidate { to_node, .. } = reason {
+                        p.node = Some(to_node.clone());
+                    } else if !p.terminating {
+                        p.terminating = true;
+                        self.leaving
+                            .insert(pod.clone(), now + p.termination_grace_seconds);
+                    }
+                }
+                Decision::Nominate { .. } | Decision::Pending { .. } => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The simulated durations of the file's pods, from [`DURATION_ANNOTATION`].
+fn durations(file: &str, text: &str) -> Result<HashMap<String, Time>, String> {
+    let doc: serde_json::Value = serde_saphyr::from_str(text).unwrap_or_default();
+    let items = match doc.get("items").and_then(|i| i.as_array()) {
+        Some(items) => items.clone(),
+        None => vec![doc],
+    };
+    let mut out = HashMap::new();
+    for item in &items {
+        let meta = &item["metadata"];
+        let Some(value) = meta["annotations"][DURATION_ANNOTATION].as_str() else {
+            continue;
+        };
+        let key = format!(
+            "{}/{}",
+            meta["namespace"].as_str().unwrap_or("default"),
+            meta["name"].as_str().unwrap_or_default()
+        );
+        let seconds = parse_duration(value).map_err(|e| {
+            format!("{file}: pod {key}: annotation {DURATION_ANNOTATION}: {value:?} is not a duration like \"90s\", \"10m\" or \"2h\": {e}")
+        })?;
+        out.insert(key, seconds.0);
+    }
+    Ok(out)
+}

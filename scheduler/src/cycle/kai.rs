@@ -1,0 +1,256 @@
+//! KAI's queue arithmetic, in one place: the numbers KAI's proportion plugin keeps per queue and
+//! resource (deserved, fair share, max allowed, allocated) and the comparisons built on them —
+//! the queue order (`queue_order/queue_order.go: GetQueueOrderResult`) and the reclaim checks
+//! (`reclaimable/reclaimable.go`, `reclaimable/filter_victims.go`,
+//! `reclaimable/strategies/strategies.go`). Amounts are in KAI's units (GPU devices, CPU
+//! millicores, memory bytes) as `f64`, with KAI's `-1` for unlimited, so that every comparison
+//! reads like KAI's and gives KAI's answer.
+
+use std::cmp::Ordering;
+
+use kai_policy_compiler::model::{Bound, PerResource};
+use kai_policy_compiler::quantity::ResourceKind;
+
+use super::allocate::Context;
+use crate::cluster::Amounts;
+
+/// KAI's `UnlimitedResourceQuantity`.
+pub(crate) const UNLIMITED: f64 = -1.0;
+
+/// KAI's `noFairShareDrfMultiplier`: a queue holding a resource it has no allocatable share of
+/// ranks as if it held a thousand times that amount.
+const NO_FAIR_SHARE_DRF_MULTIPLIER: f64 = 1000.0;
+
+/// Amounts per resource in KAI's units.
+pub(crate) type Quantities = PerResource<f64>;
+
+/// One queue's numbers for one resource (KAI's `ResourceShare`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Share {
+    /// The quota (`UNLIMITED` for `#inf` or a resource the queue does not govern).
+    pub deserved: f64,
+    /// The fair share computed this cycle.
+    pub fair_share: f64,
+    /// The limit (`UNLIMITED` when there is none).
+    pub max_allowed: f64,
+    /// What the queue's running work holds.
+    pub allocated: f64,
+    /// What its non-preemptible running work holds.
+    pub allocated_non_preemptible: f64,
+}
+
+impl Share {
+    /// KAI's `GetAllocatableShare`: what the queue may hold before it counts as saturated.
+    pub fn allocatable(&self) -> f64 {
+        if self.deserved == UNLIMITED {
+            return self.max_allowed;
+        }
+        let allocatable = self.deserved.max(self.fair_share);
+        if self.max_allowed == UNLIMITED {
+            allocatable
+        } else {
+            self.max_allowed.min(allocatable)
+        }
+    }
+}
+
+/// One queue's numbers for every resource (KAI's `QueueAttributes`).
+pub(crate) type QueueShares = PerResource<Share>;
+
+/// Converts stored amounts (GPU thousandths) into KAI's units.
+pub(crate) fn quantities(amounts: &Amounts) -> Quantities {
+    PerResource {
+        gpu: amounts.gpu as f64 / 1000.0,
+        cpu: amounts.cpu as f64,
+        memory: amounts.memory as f64,
+    }
+}
+
+/// KAI's `compareQuantities`: unlimited is above every finite amount.
+fn compare(quantity: f64, other: f64) -> Ordering {
+    match (quantity == UNLIMITED, other == UNLIMITED) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => quantity.total_cmp(&other),
+    }
+}
+
+/// KAI's `ResourceQuantities.LessEqual`: at most `other` in every resource.
+pub(crate) fn less_equal(a: &Quantities, other: &Quantities) -> bool {
+    ResourceKind::ALL
+        .into_iter()
+        .all(|k| compare(*a.get(k), *other.get(k)) != Ordering::Greater)
+}
+
+fn add(a: &Quantities, b: &Quantities) -> Quantities {
+    PerResource {
+        gpu: a.gpu + b.gpu,
+        cpu: a.cpu + b.cpu,
+        memory: a.memory + b.memory,
+    }
+}
+
+/// `f` of every resource's share.
+pub(crate) fn each(q: &QueueShares, f: impl Fn(&Share) -> f64) -> Quantities {
+    PerResource {
+        gpu: f(&q.gpu),
+        cpu: f(&q.cpu),
+        memory: f(&q.memory),
+    }
+}
+
+/// KAI's `GetDominantResourceShare`, with `allocated` in place of the queue's allocation.
+fn dominant_share(q: &QueueShares, allocated: &Quantities, total: &Quantities) -> f64 {
+    ResourceKind::ALL
+        .into_iter()
+        .map(|k| {
+            let mut allocatable = q.get(k).allocatable();
+            if allocatable == UNLIMITED {
+                allocatable = *total.get(k);
+            }
+            let held = *allocated.get(k);
+            if allocatable == 0.0 {
+                held * NO_FAIR_SHARE_DRF_MULTIPLIER
+            } else {
+                held / allocatable
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// One side of a queue comparison: the queue, the resources its best job needs to start (KAI's
+/// job init resources; zero when comparing victim queues), and what the victims picked so far
+/// from it would free.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Side {
+    /// Queue index.
+    pub queue: usize,
+    /// The job's init resources.
+    pub job: Quantities,
+    /// Resources of the victims taken from this queue so far.
+    pub victims: Quantities,
+}
+
+impl Context<'_> {
+    /// KAI's numbers for one queue, now.
+    pub(crate) fn kai_shares(&self, queue: usize) -> QueueShares {
+        let q = &self.policy.queues[queue];
+        let fair = &self.shares.queues[queue];
+        let allocated = quantities(&self.used.all[queue]);
+        let non_preemptible = quantities(&self.used.non_preemptible[queue]);
+        let share = |k: ResourceKind| {
+            let unit = if k == ResourceKind::Gpu { 1000.0 } else { 1.0 };
+            let bound = |b: Bound| b.finite().map_or(UNLIMITED, |v| v as f64 / unit);
+            let (deserved, max_allowed) = q
+                .resources
+                .get(k)
+                .map_or((UNLIMITED, UNLIMITED), |r| (bound(r.quota), bound(r.limit)));
+            Share {
+                deserved,
+                fair_share: fair.get(k).fair_share as f64 / unit,
+                max_allowed,
+                allocated: *allocated.get(k),
+                allocated_non_preemptible: *non_preemptible.get(k),
+            }
+        };
+        PerResource {
+            gpu: share(ResourceKind::Gpu),
+            cpu: share(ResourceKind::Cpu),
+            memory: share(ResourceKind::Memory),
+        }
+    }
+
+    /// KAI's queue order between two siblings, each with its best job: `Less` when `l` goes
+    /// first.
+    pub(crate) fn queue_order(&self, l: &Side, r: &Side) -> Ordering {
+        let ranked = |s: &Side| Ranked {
+            shares: self.kai_shares(s.queue),
+            priority: self.policy.queues[s.queue].priority,
+            created: s.queue,
+            job: s.job,
+            victims: s.victims,
+        };
+        compare_queues(&ranked(l), &ranked(r), &quantities(&self.capacity))
+    }
+}
+
+/// A queue as KAI's queue order sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ranked {
+    /// Its numbers.
+    pub shares: QueueShares,
+    /// Its priority.
+    pub priority: i32,
+    /// Its creation order (ours: declaration order).
+    pub created: usize,
+    /// Its best job's init resources.
+    pub job: Quantities,
+    /// What the victims taken from it so far would free.
+    pub victims: Quantities,
+}
+
+/// KAI's `GetQueueOrderResult`: `Less` when `l` goes first.
+pub(crate) fn compare_queues(l: &Ranked, r: &Ranked, total: &Quantities) -> Ordering {
+    let (lq, rq) = (&l.shares, &r.shares);
+    // Not over its fair share (over means over in every resource) first.
+    let over = |q: &QueueShares| {
+        ResourceKind::ALL
+            .into_iter()
+            .all(|k| q.get(k).fair_share < q.get(k).allocated)
+    };
+    let by = |a: bool, b: bool| a.cmp(&b);
+    by(over(lq), over(rq))
+        // Still within deserved quota with the job first.
+        .then_with(|| {
+            let starved = |s: &Ranked| {
+                less_equal(
+                    &add(&each(&s.shares, |r| r.allocated), &s.job),
+                    &each(&s.shares, |r| r.deserved),
+                )
+            };
+            by(!starved(l), !starved(r))
+        })
+        // Higher queue priority first.
+        .then_with(|| r.priority.cmp(&l.priority))
+        // A queue that would hold a resource it has no allocatable share of goes last.
+        .then_with(|| {
+            let violates = |s: &Ranked| {
+                ResourceKind::ALL.into_iter().any(|k| {
+                    let share = s.shares.get(k);
+                    share.allocatable() == 0.0 && share.allocated + s.job.get(k) > 0.0
+                })
+            };
+            by(violates(l), violates(r))
+        })
+        // Smaller dominant share with the job (and without the victims) first.
+        .then_with(|| {
+            let with_job = |s: &Ranked| {
+                let q = &s.shares;
+                let held = PerResource {
+                    gpu: q.gpu.allocated + s.job.gpu - s.victims.gpu,
+                    cpu: q.cpu.allocated + s.job.cpu - s.victims.cpu,
+                    memory: q.memory.allocated + s.job.memory - s.victims.memory,
+                };
+                dominant_share(q, &held, total)
+            };
+            with_job(l).total_cmp(&with_job(r))
+        })
+        // Then without the job.
+        .then_with(|| {
+            let now = |q: &QueueShares| dominant_share(q, &each(q, |r| r.allocated), total);
+            now(lq).total_cmp(&now(rq))
+        })
+        // Then the queue whose allocatable share is smaller in every resource.
+        .then_with(|| {
+            let (la, ra) = (each(lq, Share::allocatable), each(rq, Share::allocatable));
+            let smaller = |a: &Quantities, b: &Quantities| !less_equal(b, a) && less_equal(a, b);
+            by(!smaller(&la, &ra), !smaller(&ra, &la))
+        })
+        // KAI's last tie-breaker is the queue's creation time; ours is declaration order.
+        .then_with(|| l.created.cmp(&r.created))
+}
+
+#[cfg(test)]
+#[path = "kai_tests.rs"]
+mod tests;

@@ -1,0 +1,433 @@
+//! Reclaim, as KAI's reclaim action (`actions/reclaim/reclaim.go`) with the proportion plugin's
+//! checks (`plugins/proportion/reclaimable/`) and the min-runtime plugin
+//! (`plugins/minruntime/`):
+//!
+//! - a pending job may reclaim only while its queue, with the job's gang minimum added, stays
+//!   within its fair share in every resource (`CanReclaimResources`), and a non-preemptible job
+//!   within its quota;
+//! - a victim is a preemptible running job of another queue. Queues are judged at the level
+//!   where their paths in the tree split (`getLeveledQueues`): the victim's side must be above
+//!   its allocatable share, or, when the reclaimer's side is within its quota, above its quota
+//!   (`FilterVictim`, `canBeDeservedQuotaReclaimCandidate`);
+//! - victims come in KAI's reversed queue order, re-ranked after every victim, and inside a
+//!   queue in reversed job order; an elastic victim gives up one surplus pod at a time;
+//! - each victim is checked in turn against the two strategies with what its side still holds
+//!   before that victim goes (`reclaimResourcesFromReclaimees`, `FitsReclaimStrategy`), so a
+//!   queue is never taken more than one victim below its share;
+//! - the reclaimer's queue and each ancestor must not end more saturated than the sibling
+//!   subtrees it took from (`reclaimingQueuesRemainWithinBoundaries`);
+//! - a victim inside its reclaim min-runtime, resolved at the lowest common ancestor
+//!   (`resolveReclaimMinRuntimeLCA`), is kept (an elastic one keeps its minimum).
+
+use kai_policy_compiler::model::PerResource;
+use kai_policy_compiler::quantity::ResourceKind;
+
+use super::allocate::{Context, Unplaced};
+use super::evict::Victim;
+use super::jobs::request_of;
+use super::kai::{Quantities, Share, Side, each, less_equal, quantities};
+use crate::decision::EvictReason;
+
+/// A reclaim candidate: a job, and whether its min-runtime protects its minimum.
+type Candidate = (usize, bool);
+
+impl Context<'_> {
+    /// Reclaim pass: for each job still unplaced, evict from other queues as KAI allows.
+    /// Returns the jobs it could not help.
+    pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
+        let mut still = Vec::new();
+        for mut u in unplaced {
+            let Ok(leaf) = self.jobs[u.job].queue else {
+                continue;
+            };
+            let pending = self.gang_core(u.job);
+            let request = quantities(&request_of(self.snapshot, &pending));
+            if !self.can_reclaim(u.job, leaf, &request) {
+                still.push(u);
+                continue;
+            }
+            if !self.try_reclaim(u.job, leaf, &request, true) {
+                // Would it have worked but for min-runtimes? Then that is the reason to give.
+                if let Some(reason) = self.min_runtime_blocks(
+                    "reclaim",
+                    |cx| cx.try_reclaim(u.job, leaf, &request, false),
+                    |cx, v| {
+                        let vq = *cx.jobs[v].queue.as_ref().ok()?;
+                        cx.reclaim_min_runtime(leaf, vq)
+                    },
+                ) {
+                    u.reason = reason;
+                }
+                still.push(u);
+            }
+        }
+        still
+    }
+
+    /// One reclaim attempt for a job; `honour_min_runtime: false` is the dry run that finds out
+    /// whether min-runtimes are what stops it.
+    fn try_reclaim(
+        &mut self,
+        job: usize,
+        leaf: usize,
+        request: &Quantities,
+        honour_min_runtime: bool,
+    ) -> bool {
+        let pending = self.gang_core(job);
+        let candidates = self.reclaim_candidates(leaf, request, honour_min_runtime);
+        if candidates.is_empty() {
+            return false;
+        }
+        let request = *request;
+        let for_job = self.jobs[job].key.clone();
+        let by_queue = self.policy.queues[leaf].name.clone();
+        let mut excluded: Vec<usize> = Vec::new();
+        let mut next = |cx: &Self, popped: &[Victim]| loop {
+            let (job, pods) = cx.next_reclaim_victim(&candidates, &excluded, popped)?;
+            let vq = *cx.jobs[job].queue.as_ref().ok()?;
+            let (mine, theirs) = cx.leveled(leaf, vq);
+            if !cx.fits_reclaim_strategy(mine, theirs, &request) {
+                // What that side holds only shrinks as victims go: none of it can go now.
+                excluded.push(theirs);
+                continue;
+            }
+            let reason = EvictReason::Reclaim {
+                for_job: for_job.clone(),
+                by_queue: by_queue.clone(),
+                from_queue: cx.policy.queues[vq].name.clone(),
+            };
+            return Some(Victim {
+                job,
+                pods,
+                reason: Some(reason),
+            });
+        };
+        let preemptible = self.jobs[job].preemptible;
+        let valid = |cx: &Self, victims: &[Victim]| {
+            cx.within_boundaries(leaf, &request, preemptible, victims)
+        };
+        self.release_until_fit(job, leaf, &pending, &mut next, &valid)
+    }
+
+    /// KAI's `CanReclaimResources`: the reclaimer's queue with the job stays within its fair
+    /// share in every resource, and a non-preemptible job within its quota.
+    fn can_reclaim(&self, job: usize, leaf: usize, request: &Quantities) -> bool {
+        let q = self.kai_shares(leaf);
+        let with = |f: fn(&Share) -> f64| plus(&each(&q, f), request);
+        less_equal(&with(|s| s.allocated), &each(&q, |s| s.fair_share))
+            && (self.jobs[job].preemptible
+                || less_equal(
+                    &with(|s| s.allocated_non_preemptible),
+                    &each(&q, |s| s.deserved),
+                ))
+    }
+
+    /// The jobs reclaim may take from (KAI's `getReclaimVictimCandidates` with the victim
+    /// filters of the proportion and min-runtime plugins).
+    fn reclaim_candidates(
+        &self,
+        leaf: usize,
+        request: &Quantities,
+        honour_min_runtime: bool,
+    ) -> Vec<Candidate> {
+        (0..self.jobs.len())
+            .filter(|&v| self.jobs[v].preemptible && !self.growing(v))
+            .filter(|&v| !self.running(v).is_empty())
+            .filter_map(|v| {
+                let vq = self.jobs[v].queue.clone().ok().filter(|&vq| vq != leaf)?;
+                let (mine, theirs) = self.leveled(leaf, vq);
+                if !self.victim_side_eligible(mine, theirs, request) {
+                    return None;
+                }
+                let min = self.reclaim_min_runtime(leaf, vq);
+                let protected = honour_min_runtime && self.protected_until(v, min).is_some();
+                (!protected || self.is_elastic(v)).then_some((v, protected))
+            })
+            .collect()
+    }
+
+    /// KAI's `FilterVictim`, on the two queues where the paths split.
+    fn victim_side_eligible(&self, mine: usize, theirs: usize, request: &Quantities) -> bool {
+        let t = self.kai_shares(theirs);
+        if !self.within_deserved_with(mine, request) {
+            return above_allocatable(&t, &each(&t, |s| s.allocated));
+        }
+        // `canBeDeservedQuotaReclaimCandidate`: over quota in a resource the job asks for, or
+        // under it in none of them.
+        let mut under = false;
+        for k in ResourceKind::ALL
+            .into_iter()
+            .filter(|&k| *request.get(k) > 0.0)
+        {
+            let s = t.get(k);
+            if s.deserved == super::kai::UNLIMITED {
+                continue;
+            }
+            if s.allocated > s.deserved {
+                return true;
+            }
+            under |= s.allocated < s.deserved;
+        }
+        !under
+    }
+
+    /// KAI's `ReclaimerFitsDeservedQuota`: `queue` with the job stays within its quota.
+    fn within_deserved_with(&self, queue: usize, request: &Quantities) -> bool {
+        let q = self.kai_shares(queue);
+        less_equal(
+            &plus(&each(&q, |s| s.allocated), request),
+            &each(&q, |s| s.deserved),
+        )
+    }
+
+    /// KAI's `FitsReclaimStrategy` for the next victim, with what the victim's side holds now
+    /// (earlier victims already gone): it stays above its allocatable share (maintain fair
+    /// share), or the reclaimer's side is within its quota and the victim's above its own
+    /// (guarantee deserved quota).
+    fn fits_reclaim_strategy(&self, mine: usize, theirs: usize, request: &Quantities) -> bool {
+        let t = self.kai_shares(theirs);
+        let holds = each(&t, |s| s.allocated);
+        above_allocatable(&t, &holds)
+            || (self.within_deserved_with(mine, request)
+                && !less_equal(&holds, &each(&t, |s| s.deserved)))
+    }
+
+    /// KAI's `reclaimingQueuesRemainWithinBoundaries`, with the victims released: at every
+    /// level of the reclaimer's path, its queue with the job must not be over its fair share
+    /// while at least as saturated as a sibling subtree it takes from; a non-preemptible job
+    /// keeps every queue on its path within quota.
+    fn within_boundaries(
+        &self,
+        leaf: usize,
+        request: &Quantities,
+        preemptible: bool,
+        victims: &[Victim],
+    ) -> bool {
+        let mut at = Some(leaf);
+        while let Some(r) = at {
+            let parent = self.policy.queues[r].parent;
+            let mine = self.kai_shares(r);
+            let holds = plus(&each(&mine, |s| s.allocated), request);
+            let siblings = match parent {
+                Some(p) => self.policy.queues[p].children.clone(),
+                None => (0..self.policy.queues.len())
+                    .filter(|&q| self.policy.queues[q].parent.is_none())
+                    .collect(),
+            };
+            for s in siblings.into_iter().filter(|&s| s != r) {
+                let taken = self.victims_under(s, victims);
+                if taken == Quantities::default() {
+                    continue;
+                }
+                let theirs = self.kai_shares(s);
+                for k in ResourceKind::ALL
+                    .into_iter()
+                    .filter(|&k| *taken.get(k) > 0.0 || *request.get(k) > 0.0)
+                {
+                    let ratio_mine = saturation(*holds.get(k), mine.get(k).fair_share);
+                    let theirs_fair = theirs.get(k).fair_share;
+                    let ratio_theirs = saturation(theirs.get(k).allocated, theirs_fair);
+                    if ratio_mine > 1.0
+                        && theirs_fair > 0.0
+                        && ratio_mine * SATURATION_MULTIPLIER >= ratio_theirs
+                    {
+                        return false;
+                    }
+                }
+            }
+            if !preemptible
+                && !less_equal(
+                    &plus(&each(&mine, |s| s.allocated_non_preemptible), request),
+                    &each(&mine, |s| s.deserved),
+                )
+            {
+                return false;
+            }
+            at = parent;
+        }
+        true
+    }
+
+    /// What the victims in `queue`'s subtree hold.
+    fn victims_under(&self, queue: usize, victims: &[Victim]) -> Quantities {
+        let mut total = crate::cluster::Amounts::default();
+        for v in victims {
+            let Ok(vq) = self.jobs[v.job].queue else {
+                continue;
+            };
+            if self.path(vq).contains(&queue) {
+                let r = request_of(self.snapshot, &v.pods);
+                (total.gpu, total.cpu, total.memory) = (
+                    total.gpu + r.gpu,
+                    total.cpu + r.cpu,
+                    total.memory + r.memory,
+                );
+            }
+        }
+        quantities(&total)
+    }
+
+    /// The queues from the top of the tree down to `queue`.
+    pub(crate) fn path(&self, queue: usize) -> Vec<usize> {
+        let mut path = Vec::with_capacity(self.policy.queues[queue].depth + 1);
+        let mut at = Some(queue);
+        while let Some(q) = at {
+            path.push(q);
+            at = self.policy.queues[q].parent;
+        }
+        path.reverse();
+        path
+    }
+
+    /// KAI's `getLeveledQueues`: the two queues where the paths of `a` and `b` split (siblings
+    /// under their lowest common ancestor, or two top-level queues).
+    pub(crate) fn leveled(&self, a: usize, b: usize) -> (usize, usize) {
+        let (pa, pb) = (self.path(a), self.path(b));
+        let mut pair = (pa[0], pb[0]);
+        for (&x, &y) in pa.iter().zip(&pb) {
+            pair = (x, y);
+            if x != y {
+                break;
+            }
+        }
+        pair
+    }
+
+    /// The reclaim min-runtime that protects a victim in `victim` from a reclaimer in
+    /// `reclaimer` (KAI's `resolveReclaimMinRuntimeLCA`): the value of the victim's side one
+    /// step below the lowest common ancestor (or its top-level queue when the trees differ),
+    /// which the compiler has already resolved up the tree and from the cluster default.
+    fn reclaim_min_runtime(&self, reclaimer: usize, victim: usize) -> Option<u64> {
+        let (_, theirs) = self.leveled(reclaimer, victim);
+        self.policy.queues[theirs].min_runtime.reclaim.map(|d| d.0)
+    }
+
+    /// The next victim unit in KAI's reversed queue order over the tree, re-ranked with the
+    /// victims popped so far; `excluded` are sides no victim may come from any more.
+    fn next_reclaim_victim(
+        &self,
+        candidates: &[Candidate],
+        excluded: &[usize],
+        popped: &[Victim],
+    ) -> Option<(usize, Vec<usize>)> {
+        let roots: Vec<usize> = (0..self.policy.queues.len())
+            .filter(|&q| self.policy.queues[q].parent.is_none())
+            .collect();
+        self.last_victim_queue(&roots, candidates, excluded, popped)
+            .map(|(_, unit, _)| unit)
+    }
+
+    /// Among `siblings`, the subtree that comes last in KAI's queue order with its next victim,
+    /// and that victim: `(leaf, (job, pods), what the leaf's victims would free)`.
+    #[allow(clippy::type_complexity)]
+    fn last_victim_queue(
+        &self,
+        siblings: &[usize],
+        candidates: &[Candidate],
+        excluded: &[usize],
+        popped: &[Victim],
+    ) -> Option<(usize, (usize, Vec<usize>), Quantities)> {
+        let mut last: Option<(Side, (usize, (usize, Vec<usize>), Quantities))> = None;
+        for &c in siblings.iter().filter(|c| !excluded.contains(c)) {
+            let found = if self.policy.queues[c].is_leaf() {
+                let mine: Vec<Candidate> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|&(v, _)| self.jobs[v].queue == Ok(c))
+                    .collect();
+                self.next_in_reverse_job_order(&mine, popped).map(|unit| {
+                    let mut freed = request_of(self.snapshot, &unit.1);
+                    for v in popped.iter().filter(|v| self.jobs[v.job].queue == Ok(c)) {
+                        let r = request_of(self.snapshot, &v.pods);
+                        (freed.gpu, freed.cpu, freed.memory) = (
+                            freed.gpu + r.gpu,
+                            freed.cpu + r.cpu,
+                            freed.memory + r.memory,
+                        );
+                    }
+                    (c, unit, quantities(&freed))
+                })
+            } else {
+                self.last_victim_queue(
+                    &self.policy.queues[c].children,
+                    candidates,
+                    excluded,
+                    popped,
+                )
+            };
+            let Some(found) = found else { continue };
+            // Popped victims are already released from the queues' allocation here; KAI's
+            // comparison subtracts them again from an allocation that still holds them, which
+            // is the same number.
+            let side = Side {
+                queue: c,
+                job: Quantities::default(),
+                victims: minus_released(&found.2, popped, self, c),
+            };
+            if last
+                .as_ref()
+                .is_none_or(|(l, _)| self.queue_order(&side, l) == std::cmp::Ordering::Greater)
+            {
+                last = Some((side, found));
+            }
+        }
+        last.map(|(_, found)| found)
+    }
+}
+
+/// KAI's `relcaimerSaturationMultiplier` default.
+const SATURATION_MULTIPLIER: f64 = 1.0;
+
+/// The victims' amount to subtract from `queue`'s allocation in the comparison. KAI subtracts
+/// the leaf's popped victims and its next one from an allocation that still holds them all;
+/// here every popped victim under `queue` is already released, so those are added back.
+fn minus_released(
+    freed: &Quantities,
+    popped: &[Victim],
+    cx: &Context<'_>,
+    queue: usize,
+) -> Quantities {
+    let mut released = crate::cluster::Amounts::default();
+    for v in popped {
+        let Ok(vq) = cx.jobs[v.job].queue else {
+            continue;
+        };
+        if cx.path(vq).contains(&queue) {
+            let r = request_of(cx.snapshot, &v.pods);
+            (released.gpu, released.cpu, released.memory) = (
+                released.gpu + r.gpu,
+                released.cpu + r.cpu,
+                released.memory + r.memory,
+            );
+        }
+    }
+    let released = quantities(&released);
+    PerResource {
+        gpu: freed.gpu - released.gpu,
+        cpu: freed.cpu - released.cpu,
+        memory: freed.memory - released.memory,
+    }
+}
+
+fn plus(a: &Quantities, b: &Quantities) -> Quantities {
+    PerResource {
+        gpu: a.gpu + b.gpu,
+        cpu: a.cpu + b.cpu,
+        memory: a.memory + b.memory,
+    }
+}
+
+/// KAI's `FitsMaintainFairShare`: `holds` is above the queue's allocatable share in some
+/// resource.
+fn above_allocatable(q: &super::kai::QueueShares, holds: &Quantities) -> bool {
+    !less_equal(holds, &each(q, Share::allocatable))
+}
+
+/// KAI's `fairShareSaturationRatio`.
+fn saturation(allocated: f64, fair_share: f64) -> f64 {
+    if fair_share == 0.0 {
+        if allocated > 0.0 { f64::INFINITY } else { 0.0 }
+    } else {
+        allocated / fair_share
+    }
+}

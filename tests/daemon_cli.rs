@@ -1,0 +1,457 @@
+//! `kai-scheduler run` as an operator runs it: pointed at a Git checkout and at a `file://`
+//! remote, watched over HTTP (`/readyz`, `/policy`, `/metrics`), stopped with SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use kai_policy_e2e::*;
+use serde_json::Value;
+
+/// A running daemon: its HTTP address and its log lines (JSON), read on a thread.
+struct Daemon {
+    child: Child,
+    address: String,
+    logs: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Daemon {
+    fn start(cwd: &Path, repo: &str, extra: &[&str]) -> Daemon {
+        Daemon::start_on(cwd, repo, &repo_root().join("examples/cluster.yaml"), extra)
+    }
+
+    fn start_on(cwd: &Path, repo: &str, cluster: &Path, extra: &[&str]) -> Daemon {
+        let mut child = Command::new(binary("kai-scheduler"))
+            .args(["run", "--policy-repo", repo, "--cluster"])
+            .arg(cluster)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--period",
+                "200ms",
+                "--log-format",
+                "json",
+            ])
+            .args(["--state-dir", "state"])
+            .args(extra)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kai-scheduler runs");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, logs) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut daemon = Daemon {
+            child,
+            address: String::new(),
+            logs,
+            seen: Vec::new(),
+        };
+        let line = daemon.wait_log(|l| l["fields"]["message"] == "listening");
+        daemon.address = line["fields"]["address"].as_str().unwrap().to_string();
+        daemon
+    }
+
+    /// Waits (at most 20 s) for a log line matching `pred`.
+    fn wait_log(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for seen in &self.seen {
+            let v: Value = serde_json::from_str(seen).unwrap_or(Value::Null);
+            if pred(&v) {
+                return v;
+            }
+        }
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.logs.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    let v: Value = serde_json::from_str(&line)
+                        .unwrap_or_else(|e| panic!("a log line is JSON ({e}): {line}"));
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("no such log line; seen:\n{}", self.seen.join("\n"));
+    }
+
+    /// `GET path`: status and body.
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.address).expect("the daemon listens");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, body.to_string())
+    }
+
+    fn policy(&self) -> Value {
+        let (status, body) = self.get("/policy");
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Waits (at most 20 s) until `/policy` satisfies `pred`; returns it and how long it took.
+    fn wait_policy(&self, pred: impl Fn(&Value) -> bool) -> (Value, Duration) {
+        let started = Instant::now();
+        loop {
+            let p = self.policy();
+            if pred(&p) {
+                return (p, started.elapsed());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "gave up waiting; /policy is {p}"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// SIGTERM, then the exit status (at most 20 s).
+    fn terminate(mut self) -> (i32, Vec<String>) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                while let Ok(line) = self.logs.recv_timeout(Duration::from_secs(1)) {
+                    self.seen.push(line);
+                }
+                return (status.code().unwrap_or(-1), std::mem::take(&mut self.seen));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "no exit 20 s after SIGTERM; logs:\n{}",
+                    self.seen.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn a_watched_checkout_reloads_rejects_and_serves_metrics_then_stops_on_sigterm() {
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    std::fs::create_dir_all(&repo_dir).unwrap();
+    copy_example(&repo_dir);
+    let first = git_commit_all(&repo_dir, "the example");
+    let mut daemon = Daemon::start(dir.path(), repo_dir.to_str().unwrap(), &["--speed", "10"]);
+
+    let (p, _) = daemon.wait_policy(|p| p["ready"] == true);
+    assert_eq!(p["commit"], first.as_str());
+    assert!(p["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(p["source"]["kind"], "local");
+    assert_eq!(daemon.get("/readyz").0, 200);
+    assert_eq!(daemon.get("/healthz"), (200, "ok\n".to_string()));
+    daemon.wait_log(|l| l["fields"]["message"] == "cycle");
+
+    let (status, metrics) = daemon.get("/metrics");
+    assert_eq!(status, 200);
+    for family in [
+        "kai_cycle_duration_seconds",
+        "kai_decisions",
+        "kai_evictions",
+        "kai_policy_reloads",
+        // (kai_pending_jobs and kai_pending_wait_seconds have series only while jobs wait.)
+        "kai_queue_fair_share",
+        "kai_queue_allocated",
+        "kai_queue_quota",
+        "kai_queue_limit",
+        "kai_policy_info",
+    ] {
+        assert!(
+            metrics.contains(&format!("# TYPE {family} ")),
+            "{family} in\n{metrics}"
+        );
+    }
+    // policies/departments.kdl: research has gpu quota=50 limit=80, memory quota="2400Gi".
+    let research = |m: &str, r: &str| {
+        metric(
+            &metrics,
+            &format!("kai_{m}{{queue=\"research\",resource=\"{r}\"}}"),
+        )
+    };
+    assert_eq!(research("queue_quota", "gpu"), Some(50.0));
+    assert_eq!(research("queue_limit", "gpu"), Some(80.0));
+    assert_eq!(
+        research("queue_quota", "memory"),
+        Some(2400.0 * 1024f64.powi(3))
+    );
+    assert_eq!(
+        metric(&metrics, "kai_policy_reloads_total{outcome=\"loaded\"}"),
+        Some(1.0)
+    );
+    let info = format!(
+        "kai_policy_info{{commit=\"{first}\",digest=\"{}\"}}",
+        p["digest"].as_str().unwrap()
+    );
+    assert_eq!(metric(&metrics, &info), Some(1.0), "{metrics}");
+    // The example's first cycle (as `simulate` prints it): vision-team's three sweep pods are
+    // reclaimed for llm-team's gang, and eval-3 is preempted by chat-serve-5. Evicted pods then
+    // terminate for 30 simulated seconds (3 s at --speed 10) and are never evicted twice.
+    let evicted = |why: &str| {
+        metric(
+            &metrics,
+            &format!("kai_evictions_total{{reason=\"{why}\"}}"),
+        )
+    };
+    assert_eq!(
+        (evicted("reclaim"), evicted("preempt")),
+        (Some(3.0), Some(1.0)),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "kai_decisions_total{kind=\"evict\"}"),
+        Some(4.0)
+    );
+
+    // A broken commit is rejected; the first policy stays active.
+    std::fs::write(
+        repo_dir.join("policies/zz.kdl"),
+        "queue \"x\" { gpu quota=\"lots\" }\n",
+    )
+    .unwrap();
+    let broken = git_commit_all(&repo_dir, "broken");
+    let (p, _) = daemon.wait_policy(|p| p["rejected"]["commit"] == broken.as_str());
+    assert_eq!(
+        p["commit"],
+        first.as_str(),
+        "the running policy stays in force"
+    );
+    let diagnostics = &p["rejected"]["diagnostics"]["diagnostics"];
+    assert!(
+        diagnostics
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["file"].as_str().unwrap().ends_with("zz.kdl")),
+        "{p}"
+    );
+    assert_eq!(daemon.get("/readyz").0, 200);
+
+    // A later good commit takes effect.
+    std::fs::write(repo_dir.join("policies/zz.kdl"), "// nothing yet\n").unwrap();
+    let fixed = git_commit_all(&repo_dir, "fixed");
+    let (_, took) = daemon.wait_policy(|p| p["commit"] == fixed.as_str());
+    assert!(
+        took < Duration::from_secs(5),
+        "a watched commit took {took:?}"
+    );
+
+    let (status, logs) = daemon.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
+    assert!(
+        logs.iter().any(|l| l.contains("\"stopped\"")),
+        "{}",
+        logs.join("\n")
+    );
+    // The example enables time-based fairness: usage was recorded and persisted.
+    let usage = std::fs::read_to_string(dir.path().join("state/usage.json")).unwrap();
+    assert!(usage.contains("\"research\""), "{usage}");
+}
+
+#[test]
+fn a_file_remote_without_a_compilable_policy_is_not_ready_until_one_is_pushed() {
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    std::fs::create_dir_all(repo_dir.join("policies")).unwrap();
+    std::fs::write(
+        repo_dir.join("policies/a.kdl"),
+        "queue \"a\" { gpu quota=\"lots\" }\n",
+    )
+    .unwrap();
+    let broken = git_commit_all(&repo_dir, "broken from the start");
+    let branch = git2::Repository::open(&repo_dir)
+        .unwrap()
+        .head()
+        .unwrap()
+        .shorthand()
+        .unwrap()
+        .to_string();
+    let url = format!("file://{}", repo_dir.display());
+    let mut daemon = Daemon::start(dir.path(), &url, &["--poll", "200ms", "--branch", &branch]);
+
+    let (p, _) = daemon.wait_policy(|p| p["rejected"]["commit"] == broken.as_str());
+    assert_eq!(p["ready"], false);
+    let (status, body) = daemon.get("/readyz");
+    assert_eq!(status, 503);
+    assert!(
+        body.starts_with("not ready: no compilable policy: commit "),
+        "{body}"
+    );
+    let line = daemon.wait_log(|l| l["level"] == "ERROR");
+    assert!(
+        line["fields"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("not ready, scheduling nothing"),
+        "{line}"
+    );
+
+    // (support's commit stages new and changed files only: the broken file is emptied, not removed.)
+    std::fs::write(repo_dir.join("policies/a.kdl"), "// moved to the example\n").unwrap();
+    copy_example(&repo_dir);
+    let good = git_commit_all(&repo_dir, "the example");
+    let (p, took) = daemon.wait_policy(|p| p["ready"] == true);
+    assert_eq!(p["commit"], good.as_str());
+    assert!(
+        took < Duration::from_secs(5),
+        "a pushed commit took {took:?}"
+    );
+    assert_eq!(daemon.get("/readyz").0, 200);
+    let (status, logs) = daemon.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
+}
+
+const TWO_QUEUES: &str = r#"
+queue "a" {
+    gpu quota=4
+    namespaces "a"
+}
+queue "b" {
+    gpu quota=4
+    namespaces "b"
+}
+"#;
+
+/// One 8-GPU node; queue b runs one pod (for a simulated day) and waits for one that can never
+/// fit (16 GPUs).
+const CLUSTER: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1, creationTimestamp: '2026-11-21T08:00:00Z'}
+  status:
+    allocatable: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8', pods: '110'}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: run
+    namespace: b
+    creationTimestamp: '2026-11-21T08:00:00Z'
+    labels: {kai.scheduler/queue: b}
+    annotations: {kai-policy.io/simulated-duration: 24h}
+  spec:
+    schedulerName: kai-scheduler
+    nodeName: n1
+    containers:
+    - name: main
+      resources: {limits: {nvidia.com/gpu: '1'}, requests: {cpu: '1', memory: 4Gi}}
+  status: {phase: Running, startTime: '2026-11-21T08:00:00Z'}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: big
+    namespace: b
+    creationTimestamp: '2026-11-21T08:00:00Z'
+    labels: {kai.scheduler/queue: b}
+  spec:
+    schedulerName: kai-scheduler
+    containers:
+    - name: main
+      resources: {limits: {nvidia.com/gpu: '16'}, requests: {cpu: '1', memory: 4Gi}}
+"#;
+
+#[test]
+fn a_queue_removed_by_a_commit_keeps_its_running_pods_and_says_why_its_pending_ones_wait() {
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    write_files(
+        &repo_dir,
+        &[
+            ("policies/queues.kdl", TWO_QUEUES),
+            ("cluster.yaml", CLUSTER),
+        ],
+    );
+    git_commit_all(&repo_dir, "queues a and b");
+    let cluster = repo_dir.join("cluster.yaml");
+    let mut daemon = Daemon::start_on(dir.path(), repo_dir.to_str().unwrap(), &cluster, &[]);
+    daemon.wait_policy(|p| p["ready"] == true);
+    daemon.wait_log(|l| l["fields"]["message"] == "cycle");
+
+    std::fs::write(
+        repo_dir.join("policies/queues.kdl"),
+        "queue \"a\" {\n    gpu quota=4\n    namespaces \"a\"\n}\n",
+    )
+    .unwrap();
+    let removed = git_commit_all(&repo_dir, "queue b goes");
+    daemon.wait_policy(|p| p["commit"] == removed.as_str());
+    let expected = format!(
+        "queue b no longer exists (removed in commit {})",
+        &removed[..12]
+    );
+    let started = Instant::now();
+    loop {
+        let (_, body) = daemon.get("/pending");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        let big = doc["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == "b/big")
+            .cloned();
+        if big
+            .as_ref()
+            .is_some_and(|j| j["reason"] == expected.as_str())
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "/pending is {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, metrics) = daemon.get("/metrics");
+    assert_eq!(
+        metric(&metrics, "kai_decisions_total{kind=\"evict\"}"),
+        Some(0.0),
+        "b's running pod is not evicted: {metrics}"
+    );
+    assert_eq!(daemon.terminate().0, 0);
+}
