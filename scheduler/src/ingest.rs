@@ -303,6 +303,17 @@ pub fn parse_cluster(
     for (d, document) in documents.into_iter().enumerate() {
         flatten(document, &format!("document {}", d + 1), &mut raw);
     }
+    read_objects(file, raw, options)
+}
+
+/// Reads Kubernetes objects already parsed (each with where it came from, for errors) into a
+/// snapshot: the part of [`parse_cluster`] after the YAML, which the Kubernetes backend calls
+/// with the objects of its watch caches.
+pub fn read_objects(
+    _file: &str,
+    raw: Vec<(String, Value)>,
+    options: &Options,
+) -> Result<ClusterFile, IngestError> {
     let mut notes = Vec::new();
     let mut objects: Vec<(String, Object)> = Vec::new();
     let mut owners = owners::Owners::default();

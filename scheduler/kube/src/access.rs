@@ -1,0 +1,100 @@
+//! Every API permission the backend uses, in one list: the client names the permission of each
+//! call it makes (a refusal, 403, says which one is missing), and a test compares the list with
+//! the RBAC rules the Helm chart renders, so the chart grants exactly these verbs.
+
+use std::fmt;
+
+/// One permission: a verb on a resource of an API group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Access {
+    /// The API group (`""` for the core group).
+    pub group: &'static str,
+    /// The resource, with its subresource (`pods/binding`).
+    pub resource: &'static str,
+    /// The verb.
+    pub verb: &'static str,
+    /// Granted in the scheduler's own namespace only (a `Role`), not cluster-wide.
+    pub namespaced: bool,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
+        write!(f, "{} {} ({group})", self.verb, self.resource)
+    }
+}
+
+const fn cluster(group: &'static str, resource: &'static str, verb: &'static str) -> Access {
+    Access {
+        group,
+        resource,
+        verb,
+        namespaced: false,
+    }
+}
+
+/// List Nodes (the watch caches, `caches.rs`).
+pub const NODES_LIST: Access = cluster("", "nodes", "list");
+/// Watch Nodes.
+pub const NODES_WATCH: Access = cluster("", "nodes", "watch");
+/// List Pods.
+pub const PODS_LIST: Access = cluster("", "pods", "list");
+/// Watch Pods.
+pub const PODS_WATCH: Access = cluster("", "pods", "watch");
+/// List PodGroups.
+pub const POD_GROUPS_LIST: Access = cluster("scheduling.run.ai", "podgroups", "list");
+/// Watch PodGroups.
+pub const POD_GROUPS_WATCH: Access = cluster("scheduling.run.ai", "podgroups", "watch");
+
+/// Bind a pod to a node (the calls of a cycle, `client.rs`).
+pub const BIND: Access = cluster("", "pods/binding", "create");
+/// Evict a pod through the Eviction API.
+pub const EVICT: Access = cluster("", "pods/eviction", "create");
+/// Set a pending pod's `PodScheduled` condition.
+pub const POD_STATUS: Access = cluster("", "pods/status", "patch");
+/// Tell users why a pod waits.
+pub const EVENT: Access = cluster("", "events", "create");
+/// Write a PodGroup's scheduling conditions.
+pub const POD_GROUP_STATUS: Access = cluster("scheduling.run.ai", "podgroups/status", "patch");
+/// Write a Queue's allocation and fair share.
+pub const QUEUE_STATUS: Access = cluster("scheduling.run.ai", "queues/status", "patch");
+
+const fn lease(verb: &'static str) -> Access {
+    Access {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verb,
+        namespaced: true,
+    }
+}
+
+/// Read the leader's Lease (leader election, `lease.rs`).
+pub const LEASE_GET: Access = lease("get");
+/// Create the Lease when there is none.
+pub const LEASE_CREATE: Access = lease("create");
+/// Take or renew the Lease (an update with the resourceVersion read, so two replicas cannot
+/// both win).
+pub const LEASE_UPDATE: Access = lease("update");
+
+/// Every permission the backend uses; the Helm chart grants exactly these.
+pub const ALL: &[Access] = &[
+    NODES_LIST,
+    NODES_WATCH,
+    PODS_LIST,
+    PODS_WATCH,
+    POD_GROUPS_LIST,
+    POD_GROUPS_WATCH,
+    BIND,
+    EVICT,
+    POD_STATUS,
+    EVENT,
+    POD_GROUP_STATUS,
+    QUEUE_STATUS,
+    LEASE_GET,
+    LEASE_CREATE,
+    LEASE_UPDATE,
+];

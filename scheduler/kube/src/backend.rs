@@ -1,0 +1,180 @@
+//! The backend the daemon drives: connect, take a snapshot each cycle, apply the cycle's
+//! decisions. Leader election runs beside it as its own task ([`KubeBackend::elect`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kai_scheduler::decision::Decision;
+use kai_scheduler::ingest::Options;
+use tokio::sync::watch;
+
+use crate::caches::Caches;
+use crate::calls::{self, Context, QueueNumbers, Reported};
+use crate::client::{Limits, Sender, Sent};
+use crate::crd::PodGroupStatus;
+use crate::lease::{self, Election, Leading};
+use crate::snapshot::{self, Assumed, Read};
+
+/// How to reach the cluster and who we are in it.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A kubeconfig file; `None`: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster service
+    /// account, in kube-rs's order.
+    pub kubeconfig: Option<PathBuf>,
+    /// How to read pods (the policy's queue label and scheduler name).
+    pub options: Options,
+    /// This replica's name (events' reporting instance, the Lease holder).
+    pub instance: String,
+    /// How hard to press on the API server.
+    pub limits: Limits,
+}
+
+/// Why the backend cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The kubeconfig cannot be read.
+    #[error("cannot read the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// No configuration was found or it is unusable.
+    #[error(
+        "no Kubernetes configuration: {0} (give --kubeconfig, set KUBECONFIG, or run in a pod with a service account)"
+    )]
+    Infer(String),
+    /// The client cannot be built from the configuration.
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// The Kubernetes backend.
+pub struct KubeBackend {
+    client: kube::Client,
+    caches: Caches,
+    sender: Sender,
+    config: Config,
+    assumed: Assumed,
+    reported: Reported,
+    last: Read,
+    group_status: BTreeMap<String, PodGroupStatus>,
+}
+
+impl KubeBackend {
+    /// Connects and starts the watch caches (they fill in the background; see
+    /// [`KubeBackend::synced`]).
+    pub async fn connect(config: Config) -> Result<KubeBackend, ConnectError> {
+        let kube_config = match &config.kubeconfig {
+            Some(path) => {
+                let file = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                    ConnectError::Kubeconfig {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                kube::Config::from_custom_kubeconfig(file, &Default::default())
+                    .await
+                    .map_err(|source| ConnectError::Kubeconfig {
+                        path: path.clone(),
+                        source,
+                    })?
+            }
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| ConnectError::Infer(e.to_string()))?,
+        };
+        let client = kube::Client::try_from(kube_config)?;
+        Ok(KubeBackend::with_client(client, config))
+    }
+
+    /// A backend over an existing client (tests give one over a mock service).
+    pub fn with_client(client: kube::Client, config: Config) -> KubeBackend {
+        KubeBackend {
+            caches: Caches::start(client.clone()),
+            sender: Sender::new(client.clone(), config.limits),
+            client,
+            config,
+            assumed: Assumed::default(),
+            reported: Reported::default(),
+            last: Read::default(),
+            group_status: BTreeMap::new(),
+        }
+    }
+
+    /// Waits until every watch cache has listed once.
+    pub async fn synced(&self) -> Result<(), String> {
+        self.caches.synced().await
+    }
+
+    /// The cluster now, with accepted binds and evictions the caches do not show yet laid
+    /// over it. `problems` lists objects that could not be read.
+    pub fn snapshot(&mut self, now: Timestamp) -> &Read {
+        let objects = self.caches.objects();
+        self.group_status = objects
+            .groups
+            .iter()
+            .map(|g| {
+                let key = format!(
+                    "{}/{}",
+                    g.metadata.namespace.as_deref().unwrap_or("default"),
+                    g.metadata.name.as_deref().unwrap_or("")
+                );
+                (key, g.status.clone().unwrap_or_default())
+            })
+            .collect();
+        let mut read = snapshot::read(&objects, &self.config.options);
+        self.assumed
+            .overlay(&mut read.snapshot, snapshot::clock(now));
+        self.last = read;
+        &self.last
+    }
+
+    /// Sends the calls for a cycle's decisions (taken on the last [`KubeBackend::snapshot`]) and
+    /// the queues' status; returns every call's outcome. Call it only while leading.
+    pub async fn apply(
+        &mut self,
+        decisions: &[Decision],
+        queues: &[QueueNumbers],
+        now: Timestamp,
+    ) -> Vec<Sent> {
+        let scheduler_name = self
+            .config
+            .options
+            .scheduler_name
+            .clone()
+            .unwrap_or_default();
+        let cx = Context {
+            snapshot: &self.last.snapshot,
+            group_status: &self.group_status,
+            scheduler_name: &scheduler_name,
+            instance: &self.config.instance,
+            now,
+        };
+        let mut planned = calls::plan(decisions, &cx, &mut self.reported);
+        planned.extend(calls::queue_calls(queues, &mut self.reported));
+        let sent = self.sender.send(planned).await;
+        self.assumed.record(&sent);
+        self.reported.forget_failed(&sent);
+        sent
+    }
+
+    /// The leader election task: run it beside the scheduling loop (`tokio::spawn`); the loop
+    /// calls [`KubeBackend::apply`] only while the receiver says [`Leading::leads`].
+    pub fn elect(
+        &self,
+        election: Election,
+    ) -> (
+        impl Future<Output = ()> + Send + 'static,
+        watch::Receiver<Leading>,
+    ) {
+        let api: kube::Api<Lease> = kube::Api::namespaced(self.client.clone(), &election.namespace);
+        let (tx, rx) = watch::channel(Leading::No {
+            holder: String::new(),
+        });
+        (lease::run(api, election, tx), rx)
+    }
+}

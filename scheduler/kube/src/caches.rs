@@ -1,0 +1,81 @@
+//! Watch caches (edge): one reflector per kind the scheduler reads (Nodes, Pods, PodGroups),
+//! each listing once and then following the watch, relisting by itself after a `410 Gone` or a
+//! broken connection (kube-runtime's watcher with its default backoff).
+//!
+//! A cycle takes [`Caches::objects`]: a copy of every store at that moment. The stores are
+//! updated by their own tasks, so the three kinds are each consistent but read one after the
+//! other; a pod bound between two reads is seen either pending or bound, never half, and the
+//! next cycle sees it as it is.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::task::JoinSet;
+
+use crate::crd::PodGroup;
+use crate::snapshot::Objects;
+
+/// The stores, filled by tasks that run until the caches are dropped.
+pub struct Caches {
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    groups: Store<PodGroup>,
+    _tasks: JoinSet<()>,
+}
+
+fn follow<K>(api: Api<K>, tasks: &mut JoinSet<()>) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    use futures::StreamExt;
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    tasks.spawn(async move {
+        futures::pin_mut!(stream);
+        // Errors are retried by the backoff; the store keeps the last good state meanwhile.
+        while stream.next().await.is_some() {}
+    });
+    reader
+}
+
+impl Caches {
+    /// Starts following Nodes, Pods and PodGroups cluster-wide.
+    pub fn start(client: kube::Client) -> Caches {
+        let mut tasks = JoinSet::new();
+        Caches {
+            nodes: follow(Api::all(client.clone()), &mut tasks),
+            pods: follow(Api::all(client.clone()), &mut tasks),
+            groups: follow(Api::all(client), &mut tasks),
+            _tasks: tasks,
+        }
+    }
+
+    /// Waits until every cache has listed once (what `/readyz` waits for).
+    pub async fn synced(&self) -> Result<(), String> {
+        let wait = |r: Result<(), reflector::store::WriterDropped>, kind: &str| {
+            r.map_err(|_| format!("the {kind} watch stopped before its first list"))
+        };
+        wait(self.nodes.wait_until_ready().await, "Node")?;
+        wait(self.pods.wait_until_ready().await, "Pod")?;
+        wait(self.groups.wait_until_ready().await, "PodGroup")
+    }
+
+    /// A copy of every store now.
+    pub fn objects(&self) -> Objects {
+        Objects {
+            nodes: self.nodes.state(),
+            pods: self.pods.state(),
+            groups: self.groups.state(),
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Cluster objects into the scheduler's [`Snapshot`] (pure), through the same reading as a
+//! cluster file (`kai_scheduler::ingest::read_objects`), so the simulator and the cluster see
+//! pods the same way.
+//!
+//! Two things differ from a file:
+//! - **One bad object does not stop scheduling.** One that cannot be read is left out and
+//!   reported, and the rest are read without it. A *bound* pod that cannot be read still holds
+//!   resources on its node, which the snapshot cannot count, so that node takes no new pods
+//!   (it is marked unschedulable in the snapshot) until the pod is fixed or gone.
+//! - **Calls in flight are assumed.** A bind or eviction the API server accepted may not be in
+//!   the watch caches by the next cycle. [`Assumed`] keeps them and lays them over the next
+//!   snapshots until the caches show them (or the pod is gone), so a pod is never bound twice
+//!   and a node's capacity never counted twice. A call that failed is never assumed: the next
+//!   snapshot shows the cluster as it is.
+//!
+//! The clock is Unix time: second 0 is 1970-01-01T00:00:00Z, so every replica and every cycle
+//! agree on the time of every object.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kai_scheduler::cluster::{Snapshot, Time};
+use kai_scheduler::ingest::{self, Options};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::calls::Call;
+use crate::client::{Outcome, Sent};
+use crate::crd::PodGroup;
+
+/// The cluster's objects as the watch caches hold them.
+#[derive(Debug, Clone, Default)]
+pub struct Objects {
+    /// Nodes.
+    pub nodes: Vec<Arc<Node>>,
+    /// Pods.
+    pub pods: Vec<Arc<Pod>>,
+    /// PodGroups.
+    pub groups: Vec<Arc<PodGroup>>,
+}
+
+/// A snapshot and what could not be read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Read {
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// Objects left out and why, one sentence each (`Pod team-a/p: ...`).
+    pub problems: Vec<String>,
+    /// Objects skipped as not ours (finished pods, other schedulers' pending pods).
+    pub notes: Vec<String>,
+}
+
+/// Seconds since the Unix epoch: the backend's clock.
+pub fn clock(t: Timestamp) -> Time {
+    u64::try_from(t.as_second()).unwrap_or(0)
+}
+
+/// Reads the cluster's objects. `options.origin` is replaced by the Unix epoch.
+///
+/// All objects are read in one pass, as a cluster file is (pods are grouped by their owners
+/// there). When the pass fails on one object, that object is left out, named in `problems`, and
+/// the pass runs again without it.
+pub fn read(objects: &Objects, options: &Options) -> Read {
+    let options = Options {
+        origin: Some(Timestamp::UNIX_EPOCH),
+        ..options.clone()
+    };
+    // Each object as JSON, its label as ingest names it, and the node of a bound pod.
+    let mut all: Vec<(String, Value, Option<String>)> = Vec::new();
+    for node in &objects.nodes {
+        all.push(entry("Node", typed("v1", "Node", node.as_ref()), None));
+    }
+    for pod in &objects.pods {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        let value = typed("v1", "Pod", pod.as_ref());
+        all.push(entry("Pod", value, node.filter(|n| !n.is_empty())));
+    }
+    for group in &objects.groups {
+        let value = typed("scheduling.run.ai/v2alpha2", "PodGroup", group.as_ref());
+        all.push(entry("PodGroup", value, None));
+    }
+    let mut out = Read::default();
+    let mut blocked_nodes = BTreeSet::new();
+    loop {
+        let raw = all.iter().map(|(l, v, _)| (l.clone(), v.clone())).collect();
+        let error = match ingest::read_objects("cluster", raw, &options) {
+            Ok(file) => {
+                out.snapshot = file.snapshot;
+                out.notes = file.notes;
+                break;
+            }
+            Err(e) => e,
+        };
+        let at = error
+            .object
+            .as_ref()
+            .and_then(|o| all.iter().position(|(label, _, _)| label == o));
+        let Some(at) = at else {
+            // Not one object's fault: nothing can be read this cycle.
+            out.problems.push(error.to_string());
+            break;
+        };
+        let (label, _, bound_to) = all.remove(at);
+        match bound_to {
+            Some(node) => {
+                out.problems.push(format!(
+                    "{label}: {}; node {node} takes no new pods until it is fixed",
+                    error.message
+                ));
+                blocked_nodes.insert(node);
+            }
+            None => out.problems.push(format!("{label}: {}", error.message)),
+        }
+    }
+    for node in &mut out.snapshot.nodes {
+        if blocked_nodes.contains(&node.name) {
+            node.unschedulable = true;
+        }
+    }
+    out
+}
+
+/// An object with the label ingest gives it in errors (`Kind namespace/name`, `Node name`).
+fn entry(kind: &str, value: Value, bound_to: Option<String>) -> (String, Value, Option<String>) {
+    let meta = &value["metadata"];
+    let name = meta["name"].as_str().unwrap_or("");
+    let label = match meta["namespace"].as_str() {
+        Some(ns) if kind != "Node" => format!("{kind} {ns}/{name}"),
+        _ => format!("{kind} {name}"),
+    };
+    (label, value, bound_to)
+}
+
+/// An object as JSON with its apiVersion and kind (the watch gives typed objects, whose
+/// serialization already carries them; set here so a hand-built object reads the same).
+fn typed(api_version: &str, kind: &str, object: &impl Serialize) -> Value {
+    let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert("apiVersion".into(), api_version.into());
+        map.insert("kind".into(), kind.into());
+    }
+    value
+}
+
+/// Binds and evictions the API server accepted that the caches may not show yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assumed {
+    /// Pod key → the node it was bound to.
+    bound: BTreeMap<String, String>,
+    /// Pods whose eviction was accepted.
+    evicting: BTreeSet<String>,
+}
+
+impl Assumed {
+    /// Remembers the calls that succeeded.
+    pub fn record(&mut self, sent: &[Sent]) {
+        for sent in sent {
+            if sent.outcome != Outcome::Done {
+                continue;
+            }
+            match &sent.call {
+                Call::Bind {
+                    namespace,
+                    pod,
+                    binding,
+                } => {
+                    let node = binding.target.name.clone().unwrap_or_default();
+                    self.bound.insert(format!("{namespace}/{pod}"), node);
+                }
+                Call::Evict { namespace, pod, .. } => {
+                    self.evicting.insert(format!("{namespace}/{pod}"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Lays what is still in flight over `snapshot`, and forgets what the snapshot already shows
+    /// (the pod bound, terminating, or gone).
+    pub fn overlay(&mut self, snapshot: &mut Snapshot, now: Time) {
+        let by_key: BTreeMap<String, usize> = snapshot
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.key(), i))
+            .collect();
+        self.bound.retain(|key, node| {
+            let Some(&i) = by_key.get(key) else {
+                return false;
+            };
+            let pod = &mut snapshot.pods[i];
+            if pod.node.is_some() {
+                return false;
+            }
+            pod.node = Some(node.clone());
+            pod.started = Some(now);
+            true
+        });
+        self.evicting.retain(|key| {
+            let Some(&i) = by_key.get(key) else {
+                return false;
+            };
+            let pod = &mut snapshot.pods[i];
+            if pod.terminating {
+                return false;
+            }
+            pod.terminating = true;
+            true
+        });
+    }
+}

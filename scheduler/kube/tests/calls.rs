@@ -1,0 +1,436 @@
+//! Decisions into API calls: the exact bodies the backend sends, and when it sends them. Every
+//! expected body is written out from the Kubernetes API (Binding, policy/v1 Eviction, a strategic
+//! merge patch of a pod condition, core/v1 Event) and KAI's PodGroup status
+//! (`schedulingConditions`, `podgroup_types.go`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use kai_policy_compiler::quantity::ResourceKind;
+use kai_scheduler::cluster::{Amounts, Pod, Snapshot};
+use kai_scheduler::decision::{Decision, EvictReason, Reason};
+use kai_scheduler_kube::calls::{
+    self, Call, Context, EVENTS_PER_CYCLE, QueueNumbers, Reported, group_condition_patch,
+};
+use kai_scheduler_kube::client::{Outcome, Sent};
+use kai_scheduler_kube::crd::{PodGroupStatus, SchedulingCondition};
+use serde_json::{Value, json};
+
+fn now() -> Timestamp {
+    "2026-05-01T12:00:00Z".parse().unwrap()
+}
+
+fn pod(key: &str, group: Option<&str>, grace: u64) -> Pod {
+    let (namespace, name) = key.split_once('/').unwrap();
+    Pod {
+        namespace: namespace.into(),
+        name: name.into(),
+        group: group.map(str::to_string),
+        termination_grace_seconds: grace,
+        ..Pod::default()
+    }
+}
+
+struct World {
+    snapshot: Snapshot,
+    groups: BTreeMap<String, PodGroupStatus>,
+}
+
+impl World {
+    fn new(pods: Vec<Pod>, groups: &[&str]) -> World {
+        World {
+            snapshot: Snapshot {
+                pods,
+                ..Snapshot::default()
+            },
+            groups: groups
+                .iter()
+                .map(|g| (g.to_string(), PodGroupStatus::default()))
+                .collect(),
+        }
+    }
+
+    fn plan(&self, decisions: &[Decision], reported: &mut Reported) -> Vec<Call> {
+        let cx = Context {
+            snapshot: &self.snapshot,
+            group_status: &self.groups,
+            scheduler_name: "kai-scheduler",
+            instance: "kai-scheduler-0",
+            now: now(),
+        };
+        calls::plan(decisions, &cx, reported)
+    }
+}
+
+fn body(call: &Call) -> Value {
+    match call {
+        Call::Bind { binding, .. } => serde_json::to_value(binding).unwrap(),
+        Call::Evict { eviction, .. } => serde_json::to_value(eviction).unwrap(),
+        Call::Event { event, .. } => serde_json::to_value(event).unwrap(),
+        Call::PodCondition { patch, .. }
+        | Call::PodGroupStatus { patch, .. }
+        | Call::QueueStatus { patch, .. } => patch.clone(),
+    }
+}
+
+fn kinds(calls: &[Call]) -> Vec<String> {
+    calls.iter().map(Call::describe).collect()
+}
+
+fn gang_incomplete() -> Reason {
+    Reason::GangIncomplete {
+        pods: 1,
+        min_member: 2,
+    }
+}
+
+/// A pod without a group (its own job) pending for an incomplete gang.
+fn alone_waiting(pod: &str) -> Decision {
+    Decision::Pending {
+        job: pod.into(),
+        pods: vec![pod.into()],
+        reason: gang_incomplete(),
+    }
+}
+
+#[test]
+fn a_bind_is_a_binding_of_the_pod_to_its_node() {
+    let world = World::new(vec![pod("team-a/p0", None, 30)], &[]);
+    let calls = world.plan(
+        &[Decision::Bind {
+            pod: "team-a/p0".into(),
+            node: "node-1".into(),
+        }],
+        &mut Reported::default(),
+    );
+    assert_eq!(
+        kinds(&calls),
+        [
+            "bind team-a/p0 to node-1",
+            "record event Scheduled on team-a/p0"
+        ]
+    );
+    assert_eq!(
+        body(&calls[0]),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": { "name": "p0", "namespace": "team-a" },
+            "target": { "apiVersion": "v1", "kind": "Node", "name": "node-1" },
+        })
+    );
+}
+
+#[test]
+fn an_eviction_goes_through_the_eviction_api_with_the_pods_grace_period() {
+    let world = World::new(
+        vec![pod("team-b/old", Some("job-b"), 120)],
+        &["team-b/job-b"],
+    );
+    let calls = world.plan(
+        &[Decision::Evict {
+            pod: "team-b/old".into(),
+            node: "node-2".into(),
+            reason: EvictReason::Reclaim {
+                for_job: "team-a/train".into(),
+                by_queue: "a".into(),
+                from_queue: "b".into(),
+            },
+        }],
+        &mut Reported::default(),
+    );
+    assert_eq!(
+        body(&calls[0]),
+        json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": { "name": "old", "namespace": "team-b" },
+            "deleteOptions": { "gracePeriodSeconds": 120 },
+        })
+    );
+    // KAI records the eviction on the victim's PodGroup (status_updater's `Evicted`).
+    let event = body(&calls[1]);
+    assert_eq!(event["involvedObject"]["kind"], "PodGroup");
+    assert_eq!(event["involvedObject"]["name"], "job-b");
+    assert_eq!(event["reason"], "Evict");
+    assert_eq!(
+        event["message"],
+        "Evicted team-b/old from node-2: reclaimed by queue a (below its fair share) from queue b for team-a/train"
+    );
+}
+
+#[test]
+fn a_pending_pod_is_told_why_once_until_the_reason_changes() {
+    let world = World::new(vec![pod("team-a/w0", Some("job"), 30)], &["team-a/job"]);
+    let pending = |reason: Reason| Decision::Pending {
+        job: "team-a/job".into(),
+        pods: vec!["team-a/w0".into()],
+        reason,
+    };
+    let mut reported = Reported::default();
+    let first = world.plan(&[pending(gang_incomplete())], &mut reported);
+    assert_eq!(
+        kinds(&first),
+        [
+            "set the PodScheduled condition of team-a/w0",
+            "update the status of PodGroup team-a/job",
+            "record event Unschedulable on team-a/w0",
+        ]
+    );
+    let message = "gang incomplete: 1 pod exists, minMember is 2";
+    assert_eq!(
+        body(&first[0]),
+        json!({ "status": { "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+        }]}})
+    );
+    let event = body(&first[2]);
+    assert_eq!(
+        (
+            &event["type"],
+            &event["reason"],
+            &event["message"],
+            &event["involvedObject"]
+        ),
+        (
+            &json!("Warning"),
+            &json!("Unschedulable"),
+            &json!(message),
+            &json!({ "apiVersion": "v1", "kind": "Pod", "namespace": "team-a", "name": "w0" })
+        )
+    );
+    assert_eq!(event["source"]["component"], "kai-scheduler");
+    assert_eq!(event["reportingInstance"], "kai-scheduler-0");
+
+    // The same reason next cycle: the pod was told; only the group's status is compared with
+    // what the cache shows (here still empty, as the test's cache does not change).
+    let second = world.plan(&[pending(gang_incomplete())], &mut reported);
+    assert_eq!(kinds(&second), ["update the status of PodGroup team-a/job"]);
+
+    let third = world.plan(
+        &[pending(Reason::WaitingBehind {
+            jobs: 2,
+            queue: "a".into(),
+        })],
+        &mut reported,
+    );
+    assert_eq!(third.len(), 3, "{:#?}", kinds(&third));
+    assert_eq!(
+        body(&third[2])["message"],
+        "waiting behind 2 jobs of queue a that went first"
+    );
+}
+
+#[test]
+fn a_pod_that_waits_again_after_binding_is_told_again() {
+    let world = World::new(vec![pod("ns/p", None, 30)], &[]);
+    let pending = alone_waiting("ns/p");
+    let mut reported = Reported::default();
+    assert_eq!(
+        world
+            .plan(std::slice::from_ref(&pending), &mut reported)
+            .len(),
+        2
+    );
+    // A cycle where the pod is not pending (bound, or gone) forgets it.
+    world.plan(&[], &mut reported);
+    assert_eq!(world.plan(&[pending], &mut reported).len(), 2);
+}
+
+#[test]
+fn a_failed_event_is_sent_again_next_cycle() {
+    let world = World::new(vec![pod("ns/p", None, 30)], &[]);
+    let pending = alone_waiting("ns/p");
+    let mut reported = Reported::default();
+    let calls = world.plan(std::slice::from_ref(&pending), &mut reported);
+    let sent: Vec<Sent> = calls
+        .into_iter()
+        .map(|call| Sent {
+            call,
+            outcome: Outcome::Failed(500, "etcd timeout".into()),
+        })
+        .collect();
+    reported.forget_failed(&sent);
+    assert_eq!(world.plan(&[pending], &mut reported).len(), 2);
+}
+
+#[test]
+fn events_per_cycle_are_bounded_and_the_rest_follow_next_cycle() {
+    let n = EVENTS_PER_CYCLE + 50;
+    let pods: Vec<Pod> = (0..n).map(|i| pod(&format!("ns/p{i}"), None, 30)).collect();
+    let world = World::new(pods, &[]);
+    let decisions: Vec<Decision> = (0..n).map(|i| alone_waiting(&format!("ns/p{i}"))).collect();
+    let mut reported = Reported::default();
+    let events = |calls: &[Call]| {
+        calls
+            .iter()
+            .filter(|c| matches!(c, Call::Event { .. }))
+            .count()
+    };
+    let first = world.plan(&decisions, &mut reported);
+    assert_eq!(events(&first), EVENTS_PER_CYCLE);
+    let second = world.plan(&decisions, &mut reported);
+    assert_eq!(events(&second), 50);
+    assert_eq!(events(&world.plan(&decisions, &mut reported)), 0);
+}
+
+#[test]
+fn event_names_are_unique_within_a_cycle() {
+    let world = World::new(vec![pod("ns/p", None, 30)], &[]);
+    let calls = world.plan(
+        &[
+            Decision::Nominate {
+                pod: "ns/p".into(),
+                node: "n1".into(),
+            },
+            Decision::Bind {
+                pod: "ns/p".into(),
+                node: "n1".into(),
+            },
+        ],
+        &mut Reported::default(),
+    );
+    let names: Vec<String> = calls
+        .iter()
+        .map(|c| body(c)["metadata"]["name"].as_str().unwrap().to_string())
+        .filter(|n| n.starts_with("p."))
+        .collect();
+    assert_eq!(names.len(), 2);
+    assert_ne!(names[0], names[1]);
+}
+
+#[test]
+fn binding_a_pod_clears_its_groups_scheduling_condition() {
+    let mut world = World::new(
+        vec![pod("ns/a", Some("g"), 30), pod("ns/b", Some("g"), 30)],
+        &["ns/g"],
+    );
+    world.groups.get_mut("ns/g").unwrap().scheduling_conditions = vec![SchedulingCondition {
+        type_: Some("UnschedulableOnNodePool".into()),
+        ..SchedulingCondition::default()
+    }];
+    let bind = |p: &str| Decision::Bind {
+        pod: p.into(),
+        node: "n".into(),
+    };
+    let calls = world.plan(&[bind("ns/a"), bind("ns/b")], &mut Reported::default());
+    let clears: Vec<&Call> = calls
+        .iter()
+        .filter(|c| matches!(c, Call::PodGroupStatus { .. }))
+        .collect();
+    assert_eq!(clears.len(), 1, "one patch per group");
+    assert_eq!(
+        body(clears[0]),
+        json!({ "status": { "schedulingConditions": null } })
+    );
+}
+
+fn condition(message: &str, id: &str, node_pool: &str) -> SchedulingCondition {
+    SchedulingCondition {
+        type_: Some("UnschedulableOnNodePool".into()),
+        node_pool: Some(node_pool.into()),
+        reason: Some("Unschedulable".into()),
+        message: Some(message.into()),
+        status: Some("True".into()),
+        transition_id: Some(id.into()),
+        ..SchedulingCondition::default()
+    }
+}
+
+#[test]
+fn the_group_condition_is_written_like_kais_with_the_next_transition_id() {
+    let status = PodGroupStatus {
+        scheduling_conditions: vec![
+            condition("older reason", "3", "pool-b"),
+            condition("older reason", "4", ""),
+        ],
+    };
+    let reason = Reason::OverLimit {
+        queue: "team-a".into(),
+        resource: ResourceKind::Gpu,
+        limit: 8000,
+        allocated: 6000,
+        requested: 4000,
+    };
+    let patch = group_condition_patch(&status, &reason, now()).expect("the reason changed");
+    let message =
+        "queue team-a is at its gpu limit: 6 GPU allocated + 4 GPU requested > limit 8 GPU";
+    assert_eq!(
+        patch,
+        json!({ "status": { "schedulingConditions": [
+            serde_json::to_value(condition("older reason", "3", "pool-b")).unwrap(),
+            {
+                "type": "UnschedulableOnNodePool",
+                "nodePool": "",
+                "reason": "Unschedulable",
+                "message": message,
+                "reasons": [{
+                    "reason": "OverLimit",
+                    "message": message,
+                    "details": { "queueDetails": {
+                        "name": "team-a",
+                        "queueAllocatedResources": { "nvidia.com/gpu": "6" },
+                        "podGroupRequestedResources": { "nvidia.com/gpu": "4" },
+                        "queueResourceLimits": { "nvidia.com/gpu": "8" },
+                    }},
+                }],
+                "lastTransitionTime": "2026-05-01T12:00:00Z",
+                "status": "True",
+                "transitionID": "5",
+            },
+        ]}})
+    );
+    // Written: the same reason again is no change.
+    let written = PodGroupStatus {
+        scheduling_conditions: vec![condition(message, "5", "")],
+    };
+    assert_eq!(group_condition_patch(&written, &reason, now()), None);
+}
+
+#[test]
+fn queue_status_carries_allocation_requests_and_fair_share_and_is_written_on_change() {
+    let numbers = QueueNumbers {
+        name: "team-a".into(),
+        allocated: Amounts {
+            gpu: 3000,
+            cpu: 1500,
+            memory: 2_000_000_000,
+        },
+        requested: Amounts {
+            gpu: 5500,
+            cpu: 4000,
+            memory: 4_000_000_000,
+        },
+        fair_share: Amounts {
+            gpu: 2000,
+            cpu: 8000,
+            memory: 16_000_000_000,
+        },
+    };
+    let mut reported = Reported::default();
+    let calls = calls::queue_calls(std::slice::from_ref(&numbers), &mut reported);
+    assert_eq!(kinds(&calls), ["update the status of Queue team-a"]);
+    assert_eq!(
+        body(&calls[0]),
+        json!({ "status": {
+            "allocated": { "nvidia.com/gpu": "3", "cpu": "1500m", "memory": "2G" },
+            "requested": { "nvidia.com/gpu": "5.5", "cpu": "4", "memory": "4G" },
+            "conditions": [{
+                "type": "OverQuota",
+                "status": "True",
+                "reason": "AboveFairShare",
+                "message": "allocated above fair share in gpu; fair share: 2 gpu, 8 cpu, 16G memory",
+            }],
+        }})
+    );
+    assert!(calls::queue_calls(std::slice::from_ref(&numbers), &mut reported).is_empty());
+    let less = QueueNumbers {
+        allocated: Amounts::default(),
+        ..numbers
+    };
+    let calls = calls::queue_calls(&[less], &mut reported);
+    assert_eq!(
+        body(&calls[0])["status"]["conditions"][0]["status"],
+        "False"
+    );
+}

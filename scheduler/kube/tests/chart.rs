@@ -1,0 +1,160 @@
+//! The Helm chart grants exactly the permissions the code uses (`access::ALL`), no wildcard and
+//! nothing cluster-admin; and the Deployment keeps the security settings the chart promises.
+//! (`.ci/run` lints the chart with the real Helm library; this test reads the templates.)
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use kai_scheduler_kube::access::{self, Access};
+use serde_json::Value;
+
+fn chart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/kai-scheduler")
+}
+
+/// The RBAC template's documents, with the lines that hold template expressions (names, labels,
+/// namespaces) left out; a rule never holds one, which the test checks first.
+fn rbac_documents() -> Vec<Value> {
+    let text = std::fs::read_to_string(chart().join("templates/rbac.yaml")).unwrap();
+    let mut documents = Vec::new();
+    for document in text.split("\n---\n") {
+        let mut in_rules = false;
+        let mut kept = Vec::new();
+        for line in document.lines() {
+            if line.starts_with("rules:") {
+                in_rules = true;
+            } else if !line.starts_with(' ') && !line.starts_with('#') {
+                in_rules = false;
+            }
+            if line.contains("{{") {
+                assert!(!in_rules, "a rule holds a template expression: {line}");
+                continue;
+            }
+            kept.push(line);
+        }
+        documents.push(serde_saphyr::from_str(&kept.join("\n")).unwrap());
+    }
+    documents
+}
+
+/// What the rendered rules grant, one permission per (group, resource, verb).
+fn granted() -> BTreeSet<(String, String, String, bool)> {
+    let mut out = BTreeSet::new();
+    for doc in rbac_documents() {
+        let kind = doc["kind"].as_str().unwrap_or("");
+        let namespaced = match kind {
+            "ClusterRole" => false,
+            "Role" => true,
+            _ => continue,
+        };
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect()
+        };
+        for rule in doc["rules"].as_array().unwrap() {
+            for group in strings(&rule["apiGroups"]) {
+                for resource in strings(&rule["resources"]) {
+                    for verb in strings(&rule["verbs"]) {
+                        out.insert((group.clone(), resource.clone(), verb, namespaced));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn key(a: &Access) -> (String, String, String, bool) {
+    (
+        a.group.to_string(),
+        a.resource.to_string(),
+        a.verb.to_string(),
+        a.namespaced,
+    )
+}
+
+#[test]
+fn rbac_grants_exactly_the_permissions_the_code_uses() {
+    let used: BTreeSet<_> = access::ALL.iter().map(key).collect();
+    let granted = granted();
+    let missing: Vec<_> = used.difference(&granted).collect();
+    let extra: Vec<_> = granted.difference(&used).collect();
+    assert!(missing.is_empty(), "the chart does not grant {missing:?}");
+    assert!(
+        extra.is_empty(),
+        "the chart grants what the code never uses: {extra:?}"
+    );
+}
+
+#[test]
+fn rbac_has_no_wildcard_and_binds_no_built_in_role() {
+    for (group, resource, verb, _) in granted() {
+        assert!(
+            ![&group, &resource, &verb].iter().any(|s| s.contains('*')),
+            "{group} {resource} {verb}"
+        );
+    }
+    for doc in rbac_documents() {
+        if let Some(name) = doc["roleRef"]["name"].as_str() {
+            assert!(
+                !["cluster-admin", "admin", "edit"].contains(&name),
+                "{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_kind_of_call_needs_a_permission_of_the_list() {
+    use kai_scheduler_kube::calls::{self, Call};
+    let list: BTreeSet<_> = access::ALL.iter().map(key).collect();
+    let patch = serde_json::json!({});
+    let every = [
+        calls::bind("ns/p", "n"),
+        calls::evict("ns/p", 30),
+        Call::PodCondition {
+            namespace: "ns".into(),
+            pod: "p".into(),
+            patch: patch.clone(),
+        },
+        Call::PodGroupStatus {
+            namespace: "ns".into(),
+            name: "g".into(),
+            patch: patch.clone(),
+        },
+        Call::QueueStatus {
+            name: "q".into(),
+            patch,
+        },
+        Call::Event {
+            namespace: "ns".into(),
+            event: Box::default(),
+        },
+    ];
+    for call in every {
+        assert!(list.contains(&key(&call.access())), "{}", call.describe());
+    }
+}
+
+#[test]
+fn the_deployment_runs_unprivileged_with_probes_and_requests() {
+    let text = std::fs::read_to_string(chart().join("templates/deployment.yaml")).unwrap();
+    for needle in [
+        "runAsNonRoot: true",
+        "readOnlyRootFilesystem: true",
+        "allowPrivilegeEscalation: false",
+        "path: /healthz",
+        "path: /readyz",
+        "resources:",
+    ] {
+        assert!(text.contains(needle), "deployment.yaml lacks `{needle}`");
+    }
+    let values = std::fs::read_to_string(chart().join("values.yaml")).unwrap();
+    let values: Value = serde_saphyr::from_str(&values).unwrap();
+    assert_eq!(values["replicas"], 2, "two replicas with leader election");
+    assert!(values["resources"]["requests"]["cpu"].is_string());
+    assert!(values["resources"]["requests"]["memory"].is_string());
+}

@@ -1,0 +1,256 @@
+//! Cluster objects into the snapshot: the same reading as a cluster file, one bad object never
+//! stopping the rest, and accepted calls laid over the caches until the caches show them.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kai_scheduler::cluster::Amounts;
+use kai_scheduler::ingest::Options;
+use kai_scheduler_kube::calls::{self, Call};
+use kai_scheduler_kube::client::{Outcome, Sent};
+use kai_scheduler_kube::crd::PodGroup;
+use kai_scheduler_kube::snapshot::{Assumed, Objects, Read, read};
+use serde_json::json;
+
+fn options() -> Options {
+    Options {
+        queue_label: "kai.scheduler/queue".into(),
+        scheduler_name: Some("kai-scheduler".into()),
+        origin: None,
+    }
+}
+
+fn node(name: &str, gpus: u32) -> Arc<Node> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "zone": "a" } },
+            "status": { "allocatable": { "cpu": "32", "memory": "256Gi", "nvidia.com/gpu": gpus.to_string() } },
+        }))
+        .unwrap(),
+    )
+}
+
+fn pod(name: &str, node: Option<&str>, scheduler: &str, gpu: &str) -> Arc<Pod> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "namespace": "team-a",
+                "labels": { "kai.scheduler/queue": "a" },
+                "annotations": { "pod-group-name": "job" },
+                "creationTimestamp": "2026-05-01T12:00:00Z",
+            },
+            "spec": {
+                "schedulerName": scheduler,
+                "nodeName": node,
+                "containers": [{ "name": "c", "resources": { "limits": { "nvidia.com/gpu": gpu } } }],
+            },
+        }))
+        .unwrap(),
+    )
+}
+
+fn group() -> Arc<PodGroup> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": { "name": "job", "namespace": "team-a", "creationTimestamp": "2026-05-01T11:59:00Z" },
+            "spec": { "minMember": 2, "queue": "a" },
+        }))
+        .unwrap(),
+    )
+}
+
+/// 2026-05-01T12:00:00Z in seconds since the Unix epoch.
+const NOON: u64 = 1_777_636_800;
+
+#[test]
+fn objects_read_as_a_cluster_file_reads_them_on_the_unix_clock() {
+    let objects = Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![
+            pod("running", Some("n1"), "kai-scheduler", "2"),
+            pod("waiting", None, "kai-scheduler", "4"),
+        ],
+        groups: vec![group()],
+    };
+    let Read {
+        snapshot,
+        problems,
+        notes,
+    } = read(&objects, &options());
+    assert!(
+        problems.is_empty() && notes.is_empty(),
+        "{problems:?} {notes:?}"
+    );
+    assert_eq!(snapshot.nodes[0].name, "n1");
+    assert_eq!(snapshot.nodes[0].allocatable.gpu, 8000);
+    assert_eq!(snapshot.nodes[0].labels["zone"], "a");
+    let keys: Vec<(String, Option<String>, i64)> = snapshot
+        .pods
+        .iter()
+        .map(|p| (p.key(), p.node.clone(), p.request.gpu))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("team-a/running".into(), Some("n1".into()), 2000),
+            ("team-a/waiting".into(), None, 4000),
+        ]
+    );
+    assert_eq!(snapshot.pods[1].queue.as_deref(), Some("a"));
+    assert_eq!(snapshot.pods[1].group.as_deref(), Some("job"));
+    assert_eq!(snapshot.pods[1].created, NOON);
+    assert_eq!(snapshot.groups[0].min_member, 2);
+    assert_eq!(snapshot.groups[0].created, NOON - 60);
+}
+
+#[test]
+fn other_schedulers_pods_hold_capacity_but_are_never_ours_to_place() {
+    let objects = Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![
+            pod("theirs-running", Some("n1"), "default-scheduler", "2"),
+            pod("theirs-waiting", None, "default-scheduler", "2"),
+        ],
+        groups: vec![],
+    };
+    let read = read(&objects, &options());
+    let keys: Vec<String> = read.snapshot.pods.iter().map(|p| p.key()).collect();
+    assert_eq!(keys, ["team-a/theirs-running"]);
+    assert_eq!(read.notes.len(), 1, "{:?}", read.notes);
+    assert!(read.notes[0].contains("another scheduler (default-scheduler"));
+}
+
+// Since main's ingest skips an object it cannot read with a note (instead of refusing the whole
+// file), a bad pod is named in `notes`, not `problems`, and a bad bound pod no longer keeps new
+// pods off its node: these two tests were rewritten for that at the merge (the node-blocking in
+// `snapshot::read` only runs when ingest refuses an object).
+#[test]
+fn pending_pods_that_cannot_be_read_are_left_out_and_named() {
+    let objects = Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![
+            pod("bad", None, "kai-scheduler", "half"),
+            pod("good", None, "kai-scheduler", "1"),
+            pod("worse", None, "kai-scheduler", "0.5"),
+        ],
+        groups: vec![],
+    };
+    let read = read(&objects, &options());
+    let keys: Vec<String> = read.snapshot.pods.iter().map(|p| p.key()).collect();
+    assert_eq!(keys, ["team-a/good"]);
+    for name in ["team-a/bad", "team-a/worse"] {
+        assert!(
+            read.notes.iter().any(|n| n.contains(name)),
+            "{:?}",
+            read.notes
+        );
+    }
+}
+
+#[test]
+fn a_bound_pod_that_cannot_be_read_is_named() {
+    let objects = Objects {
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![pod("bad", Some("n1"), "kai-scheduler", "half")],
+        groups: vec![],
+    };
+    let read = read(&objects, &options());
+    assert!(read.snapshot.pods.is_empty());
+    assert!(
+        read.notes.iter().any(|n| n.contains("team-a/bad")),
+        "{:?}",
+        read.notes
+    );
+}
+
+fn sent(call: Call, outcome: Outcome) -> Sent {
+    Sent { call, outcome }
+}
+
+#[test]
+fn an_accepted_bind_is_assumed_until_the_cache_shows_it() {
+    let cache = Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![pod("p", None, "kai-scheduler", "1")],
+        groups: vec![],
+    };
+    let mut assumed = Assumed::default();
+    assumed.record(&[sent(calls::bind("team-a/p", "n1"), Outcome::Done)]);
+
+    let mut next = read(&cache, &options()).snapshot;
+    assumed.overlay(&mut next, NOON + 5);
+    assert_eq!(next.pods[0].node.as_deref(), Some("n1"));
+    assert_eq!(next.pods[0].started, Some(NOON + 5));
+
+    // The watch delivers the bound pod: nothing is laid over it any more.
+    let bound = Objects {
+        pods: vec![pod("p", Some("n1"), "kai-scheduler", "1")],
+        ..cache.clone()
+    };
+    let mut later = read(&bound, &options()).snapshot;
+    assumed.overlay(&mut later, NOON + 6);
+    assert_eq!(assumed, Assumed::default());
+    // So if the pod were unbound again (deleted and recreated), it is pending, not assumed.
+    let mut again = read(&cache, &options()).snapshot;
+    assumed.overlay(&mut again, NOON + 7);
+    assert_eq!(again.pods[0].node, None);
+}
+
+#[test]
+fn a_failed_bind_is_not_assumed_so_the_next_snapshot_rolls_it_back() {
+    let cache = Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![pod("p", None, "kai-scheduler", "1")],
+        groups: vec![],
+    };
+    let mut assumed = Assumed::default();
+    assumed.record(&[
+        sent(
+            calls::bind("team-a/p", "n1"),
+            Outcome::Conflict("already assigned".into()),
+        ),
+        sent(
+            calls::bind("team-a/gone", "n1"),
+            Outcome::Gone("not found".into()),
+        ),
+    ]);
+    assert_eq!(assumed, Assumed::default());
+    let mut next = read(&cache, &options()).snapshot;
+    assumed.overlay(&mut next, NOON);
+    assert_eq!(next.pods[0].node, None);
+}
+
+#[test]
+fn an_accepted_eviction_is_assumed_terminating_and_forgotten_when_the_pod_is_gone() {
+    let cache = Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![pod("victim", Some("n1"), "kai-scheduler", "2")],
+        groups: vec![],
+    };
+    let mut assumed = Assumed::default();
+    assumed.record(&[sent(calls::evict("team-a/victim", 30), Outcome::Done)]);
+    let mut next = read(&cache, &options()).snapshot;
+    assumed.overlay(&mut next, NOON);
+    assert!(next.pods[0].terminating);
+    assert_eq!(
+        next.pods[0].request,
+        Amounts {
+            gpu: 2000,
+            ..Amounts::default()
+        }
+    );
+
+    let mut empty = read(
+        &Objects {
+            pods: vec![],
+            ..cache
+        },
+        &options(),
+    )
+    .snapshot;
+    assumed.overlay(&mut empty, NOON + 30);
+    assert_eq!(assumed, Assumed::default());
+}
