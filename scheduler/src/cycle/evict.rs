@@ -408,31 +408,39 @@ impl Context<'_> {
         owner
     }
 
-    /// Evicts, whole, every running gang that has been below `minMember` longer than the grace
-    /// period (measured from when its newest missing pod was created).
-    pub fn evict_stale_gangs(&mut self) {
+    /// Stale-gang eviction (KAI's `stalegangeviction.go` with `PodGroupInfo.IsStale`): a gang
+    /// is stale while some of its pods hold resources but fewer than its minimum, and none has
+    /// succeeded (a gang whose pods finish is not broken). The first cycle that sees it stale
+    /// marks the time (KAI's `kai.scheduler/stale-podgroup-timestamp`); once it has been stale for
+    /// its grace period (the PodGroup's `stalenessGracePeriod`, or KAI's default of 60 s; a
+    /// negative one means never), its running pods are evicted. A gang no longer stale loses its
+    /// mark. Returns the marks that changed: `(pod group, since)`, `None` to clear.
+    pub fn evict_stale_gangs(&mut self) -> Vec<(String, Option<Time>)> {
+        let mut marks = Vec::new();
         for j in 0..self.jobs.len() {
             let job = &self.jobs[j];
-            let running = self.running(j);
-            if running.is_empty() || running.len() as u32 >= job.min_member {
+            let active = self.active(j).len() as u32;
+            let stale = job.succeeded == 0 && active > 0 && active < job.min_member;
+            if !stale {
+                if job.stale_since.is_some() {
+                    marks.push((job.key.clone(), None));
+                }
                 continue;
             }
-            let pending_pods = self.pending(j);
-            // Pods placed this cycle count as running: the gang is being completed, not stale.
-            if self.active(j).len() as u32 >= job.min_member {
-                continue;
+            let since = job.stale_since.unwrap_or(self.now);
+            if job.stale_since.is_none() {
+                marks.push((job.key.clone(), Some(since)));
             }
-            let since = pending_pods
-                .iter()
-                .map(|&p| self.snapshot.pods[p].created)
-                .max()
-                .unwrap_or(0);
+            let grace = job
+                .staleness_grace
+                .unwrap_or(STALE_GANG_GRACE_SECONDS as i64);
             let below_for = self.now.saturating_sub(since);
-            if below_for < STALE_GANG_GRACE_SECONDS {
+            if grace < 0 || below_for < grace as u64 {
                 continue;
             }
+            let running = self.running(j);
             let reason = EvictReason::StaleGang {
-                running: running.len() as u32,
+                running: active,
                 min_member: job.min_member,
                 for_seconds: below_for,
             };
@@ -456,5 +464,6 @@ impl Context<'_> {
                 }
             }
         }
+        marks
     }
 }
