@@ -31,6 +31,71 @@ pub(crate) struct Victim {
     pub reason: Option<EvictReason>,
 }
 
+/// Jobs that reclaim (or preempt) could not help, one per queue and placement constraints: a
+/// later job of that queue is tried only if it is easier to place (KAI's
+/// `MinimalJobRepresentatives.IsEasierToSchedule`: fewer pods, or pods no larger, one smaller).
+#[derive(Debug, Default)]
+pub(crate) struct FailedJobs {
+    by_signature: std::collections::HashMap<(usize, String), Vec<crate::cluster::Amounts>>,
+}
+
+impl FailedJobs {
+    /// The pods a job asks room for, largest first, and its signature.
+    fn footprint(
+        cx: &Context<'_>,
+        job: usize,
+        leaf: usize,
+    ) -> ((usize, String), Vec<crate::cluster::Amounts>) {
+        let pods = cx.gang_core(job);
+        let mut sizes: Vec<crate::cluster::Amounts> =
+            pods.iter().map(|&p| cx.snapshot.pods[p].request).collect();
+        sizes.sort_by_key(|a| std::cmp::Reverse((a.gpu, a.cpu, a.memory)));
+        let signature = pods
+            .first()
+            .map(|&p| format!("{:?}", cx.snapshot.pods[p].constraints))
+            .unwrap_or_default();
+        ((leaf, signature), sizes)
+    }
+
+    /// Whether `job` is worth trying after the failures recorded for its queue.
+    pub fn easier(&self, cx: &Context<'_>, job: usize, leaf: usize) -> bool {
+        let (key, mine) = Self::footprint(cx, job, leaf);
+        let Some(failed) = self.by_signature.get(&key) else {
+            return true;
+        };
+        if mine.is_empty() || failed.is_empty() || failed.len() > mine.len() {
+            return !mine.is_empty();
+        }
+        for (a, b) in mine.iter().zip(failed) {
+            let le = a.gpu <= b.gpu && a.cpu <= b.cpu && a.memory <= b.memory;
+            if le && a != b {
+                return true;
+            }
+            if !le {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Remembers a job that could not be helped, if it is the smallest so far.
+    pub fn record(&mut self, cx: &Context<'_>, job: usize, leaf: usize) {
+        let (key, mine) = Self::footprint(cx, job, leaf);
+        let smaller = match self.by_signature.get(&key) {
+            None => true,
+            Some(failed) => {
+                mine.len() < failed.len()
+                    || (mine.len() == failed.len()
+                        && mine.iter().map(|a| a.gpu).sum::<i64>()
+                            < failed.iter().map(|a| a.gpu).sum::<i64>())
+            }
+        };
+        if smaller {
+            self.by_signature.insert(key, mine);
+        }
+    }
+}
+
 /// A victim released tentatively, with the slots its pods held.
 type Released = (Victim, Vec<(usize, Slot)>);
 
@@ -39,11 +104,17 @@ impl Context<'_> {
     /// Returns the jobs it could not help.
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
+        let mut failed = FailedJobs::default();
         for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
+            if !failed.easier(self, u.job, leaf) {
+                still.push(u);
+                continue;
+            }
             if !self.try_preempt(u.job, leaf, true) {
+                failed.record(self, u.job, leaf);
                 let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
                 if let Some(reason) = self.min_runtime_blocks(
                     "preempt",
