@@ -218,8 +218,9 @@ pub struct Pod {
     /// Scheduled by another scheduler (`spec.schedulerName`): never a job, never moved or
     /// evicted; what it holds is used on its node.
     pub foreign: bool,
-    /// Where it may go beyond its resources.
-    pub constraints: Constraints,
+    /// Where it may go beyond its resources (boxed: most pods have none, and a small `Pod`
+    /// keeps the cycle's passes over all pods in cache).
+    pub constraints: Box<Constraints>,
     /// `spec.nodeName`.
     pub node: Option<String>,
     /// Creation time.

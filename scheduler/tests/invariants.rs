@@ -445,7 +445,7 @@ fn filtered(
     }
     for (i, pod) in s.pods.iter_mut().enumerate() {
         let (tolerate, zone, mig) = looks[i % looks.len()];
-        pod.constraints = Constraints {
+        *pod.constraints = Constraints {
             tolerations: if tolerate == 0 {
                 vec![Toleration {
                     key: "dedicated".into(),

@@ -175,18 +175,18 @@ fn choose(
 /// is larger than any node it may use even empty, says that instead.
 fn no_fit(state: &ClusterState, pod: &Pod) -> Reason {
     let mut found: BTreeMap<Found, (u32, i64)> = BTreeMap::new();
-    let mut admitted = Vec::new();
+    let (mut admitted, mut any_holds) = (0usize, false);
     for n in 0..state.len() {
         let what = match filters::misfit(state.node(n), pod) {
             Some(m) => Found::Misfit(m),
             None => {
-                admitted.push(n);
+                admitted += 1;
+                any_holds = any_holds || holds_when_empty(state, n, pod);
                 let lacking = state.lacking(n, pod);
-                let free = state.free(n);
                 if let Some(kind) = ResourceKind::ALL.into_iter().find(|&k| *lacking.get(k) > 0) {
                     let most = match kind {
                         ResourceKind::Gpu => pod.request.gpu - lacking.gpu,
-                        _ => *free.get(kind),
+                        _ => *state.free(n).get(kind),
                     };
                     record(&mut found, Found::Lacks(kind), most);
                     continue;
@@ -204,13 +204,13 @@ fn no_fit(state: &ClusterState, pod: &Pod) -> Reason {
         record(&mut found, what, 0);
     }
     let nodes = state.len() as u32;
-    if admitted.is_empty() && nodes > 0 {
+    if admitted == 0 && nodes > 0 {
         return Reason::NoNodeMatches {
             nodes,
             found: summary(found, pod),
         };
     }
-    if let Some(reason) = larger_than_any(state, pod, &admitted) {
+    if !any_holds && let Some(reason) = larger_than_any(state, pod) {
         return reason;
     }
     Reason::NoNodeFits {
@@ -275,34 +275,42 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
         .collect()
 }
 
-/// "Needs 16 GPU on one node; the largest node it may use has 8 GPU": when no node the pod may
-/// use could hold it even with nothing else running.
-fn larger_than_any(state: &ClusterState, pod: &Pod, admitted: &[usize]) -> Option<Reason> {
-    let capacity = |n: usize| {
-        let node = state.node(n);
-        let mut all = node.allocatable;
-        if pod.fractional {
-            // A shared pod needs its share on each of its devices, not whole ones.
-            let enough = node.gpu_devices() >= pod.shared_devices.max(1) as usize;
-            all.gpu = if enough { pod.request.gpu } else { 0 };
-        }
-        all
-    };
-    let holds = |n: usize| {
-        let all = capacity(n);
-        ResourceKind::ALL
-            .into_iter()
-            .all(|k| all.get(k) >= pod.request.get(k))
-            && pod
-                .extended
-                .iter()
-                .all(|(name, &need)| state.node(n).extended.get(name).copied().unwrap_or(0) >= need)
-    };
-    if admitted.iter().any(|&n| holds(n)) {
-        return None;
+/// What a node could give a pod with nothing else running: its allocatable, with a shared pod's
+/// GPU counted as its request when the node has enough devices for it.
+fn empty_capacity(state: &ClusterState, n: usize, pod: &Pod) -> crate::cluster::Amounts {
+    let node = state.node(n);
+    let mut all = node.allocatable;
+    if pod.fractional {
+        let enough = node.gpu_devices() >= pod.shared_devices.max(1) as usize;
+        all.gpu = if enough { pod.request.gpu } else { 0 };
     }
+    all
+}
+
+/// Whether the pod fits on the node when it is empty.
+fn holds_when_empty(state: &ClusterState, n: usize, pod: &Pod) -> bool {
+    let all = empty_capacity(state, n, pod);
+    ResourceKind::ALL
+        .into_iter()
+        .all(|k| all.get(k) >= pod.request.get(k))
+        && pod
+            .extended
+            .iter()
+            .all(|(name, &need)| state.node(n).extended.get(name).copied().unwrap_or(0) >= need)
+}
+
+/// "Needs 16 GPU on one node; the largest node it may use has 8 GPU", for a pod no node it may
+/// use could hold even with nothing else running: the first resource it needs more of than any
+/// such node has.
+fn larger_than_any(state: &ClusterState, pod: &Pod) -> Option<Reason> {
+    let admitted: Vec<usize> = (0..state.len())
+        .filter(|&n| filters::misfit(state.node(n), pod).is_none())
+        .collect();
     for kind in ResourceKind::ALL {
-        let largest = admitted.iter().map(|&n| *capacity(n).get(kind)).max()?;
+        let largest = admitted
+            .iter()
+            .map(|&n| *empty_capacity(state, n, pod).get(kind))
+            .max()?;
         if largest < *pod.request.get(kind) {
             return Some(Reason::LargerThanAnyNode {
                 needs: amount(*pod.request.get(kind), kind),

@@ -475,11 +475,13 @@ impl ClusterState {
     /// What a node lacks for a pod (zero where it has enough).
     pub fn lacking(&self, node: usize, pod: &Pod) -> Amounts {
         let n = &self.nodes[node];
-        let gpu_free = if pod.fractional {
+        let count = pod.shared_devices.max(1) as usize;
+        let gpu_free = if pod.fractional && count == 1 {
+            n.devices.iter().copied().max().unwrap_or(0)
+        } else if pod.fractional {
+            // The share the emptiest devices could hold, as the pod's total.
             let mut devices = n.devices.clone();
             devices.sort_unstable_by(|a, b| b.cmp(a));
-            // The share the emptiest devices could hold, as the pod's total.
-            let count = pod.shared_devices.max(1) as usize;
             devices.get(count - 1).copied().unwrap_or(0) * count as i64
         } else {
             n.whole as i64 * DEVICE

@@ -328,7 +328,7 @@ pub fn read_pod(
         shared_devices,
         gpu_memory,
         foreign,
-        constraints: spec.map(constraints).transpose()?.unwrap_or_default(),
+        constraints: Box::new(spec.map(constraints).transpose()?.unwrap_or_default()),
         labels,
         node,
         created,
