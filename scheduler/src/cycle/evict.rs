@@ -132,11 +132,11 @@ impl Context<'_> {
     /// One preempt attempt for a job; `honour_min_runtime: false` is the dry run that finds out
     /// whether min-runtimes are what stops it.
     fn try_preempt(&mut self, job: usize, leaf: usize, honour_min_runtime: bool) -> bool {
+        let pending = self.gang_core(job);
         let candidates = self.preempt_candidates(job, leaf, honour_min_runtime);
-        if candidates.is_empty() {
+        if candidates.is_empty() || pending.is_empty() {
             return false;
         }
-        let pending = self.gang_core(job);
         let for_job = self.jobs[job].key.clone();
         let priority = self.jobs[job].priority;
         let mut next = |cx: &Self, popped: &[Victim]| {

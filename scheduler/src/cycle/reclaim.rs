@@ -55,7 +55,10 @@ impl Context<'_> {
             };
             let pending = self.gang_core(u.job);
             let request = quantities(&request_of(self.snapshot, &pending));
-            if !self.can_reclaim(u.job, leaf, &request) || !failed.easier(self, u.job, leaf) {
+            if pending.is_empty()
+                || !self.can_reclaim(u.job, leaf, &request)
+                || !failed.easier(self, u.job, leaf)
+            {
                 still.push(u);
                 continue;
             }
