@@ -137,6 +137,16 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
             usage: usage.as_deref(),
         });
         usage::record(&mut history, &snapshot, policy, &result.allocated, now);
+        // The stale marks are kept on the pod groups, as KAI keeps them in an annotation.
+        for (key, since) in &result.stale_marks {
+            if let Some(g) = snapshot
+                .groups
+                .iter_mut()
+                .find(|g| key.split_once('/') == Some((g.namespace.as_str(), g.name.as_str())))
+            {
+                g.stale_since = *since;
+            }
+        }
         let mut changed = apply(
             &mut snapshot,
             &result.decisions,
@@ -238,31 +248,21 @@ fn apply(
 }
 
 /// The earliest moment after `now` at which something the clock alone changes may let a cycle
-/// decide differently, when some pod is still pending: a running pod's min-runtime (preempt or
-/// reclaim) ends, or a gang below its minimum reaches the stale-gang grace period.
+/// decide differently: a running pod's min-runtime (preempt or reclaim) ends while some pod is
+/// still pending, or a gang marked stale reaches its grace period.
 fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time> {
-    if snapshot.pods.iter().all(|p| p.node.is_some()) {
-        return None;
-    }
-    let running_gangs: BTreeSet<(&str, &str)> = snapshot
-        .pods
-        .iter()
-        .filter(|p| p.node.is_some())
-        .filter_map(|p| Some((p.namespace.as_str(), p.group.as_deref()?)))
-        .collect();
-    let stale = snapshot
-        .pods
-        .iter()
-        .filter(|p| p.node.is_none())
-        .filter(|p| {
-            p.group
-                .as_deref()
-                .is_some_and(|g| running_gangs.contains(&(p.namespace.as_str(), g)))
-        })
-        .map(|p| {
-            p.created
-                .saturating_add(crate::cycle::STALE_GANG_GRACE_SECONDS)
-        });
+    // Min-runtimes only matter while some pod waits for room.
+    let waiting = snapshot.pods.iter().any(|p| p.node.is_none());
+    // A gang marked stale is evicted once its grace period has passed since the mark.
+    let stale = snapshot.groups.iter().filter_map(|g| {
+        let grace = g
+            .staleness_grace
+            .unwrap_or(crate::cycle::STALE_GANG_GRACE_SECONDS as i64);
+        let since = g.stale_since?;
+        u64::try_from(grace)
+            .ok()
+            .map(|grace| since.saturating_add(grace))
+    });
     let groups: BTreeMap<(&str, &str), Option<&str>> = snapshot
         .groups
         .iter()
@@ -272,6 +272,7 @@ fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time
     snapshot
         .pods
         .iter()
+        .filter(|_| waiting)
         .filter_map(|p| Some((p, p.started?)))
         .flat_map(|(p, started)| {
             let named = p

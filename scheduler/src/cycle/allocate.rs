@@ -45,13 +45,15 @@ pub(crate) struct Context<'a> {
 }
 
 impl Context<'_> {
-    /// The pending pods of a job.
+    /// The pending pods of a job: not bound, not placed in this cycle.
     pub fn pending(&self, job: usize) -> Vec<usize> {
+        // A bound pod without a slot was evicted in this cycle: it is leaving, not waiting, and
+        // is never placed again in the cycle that evicts it.
         self.jobs[job]
             .pods
             .iter()
             .copied()
-            .filter(|&p| self.slots[p].is_none())
+            .filter(|&p| self.slots[p].is_none() && self.snapshot.pods[p].node.is_none())
             .collect()
     }
 
@@ -288,6 +290,13 @@ impl Context<'_> {
     /// already, one more pod (KAI's `GetTasksToAllocate`).
     fn try_job(&mut self, job: usize, leaf: usize) -> Result<(), Reason> {
         let core = self.gang_core(job);
+        if core.is_empty() {
+            let j = &self.jobs[job];
+            return Err(Reason::GangIncomplete {
+                pods: j.pods.len() as u32,
+                min_member: j.min_member,
+            });
+        }
         match self.place(job, leaf, &core) {
             Err(Reason::NoNodeFits { .. } | Reason::NoTopologyDomain { .. })
                 if self.pipeline_onto_releasing(job, leaf) =>
@@ -299,13 +308,18 @@ impl Context<'_> {
     }
 
     /// The pods a job needs placed together now: enough to reach its minimum, or, for a job at
-    /// its minimum already, one more pod.
+    /// its minimum already, one more pod; none when its pending pods cannot reach the minimum.
     pub fn gang_core(&self, job: usize) -> Vec<usize> {
         let pending = self.pending(job);
         let active = self.active(job).len();
         let need = (self.jobs[job].min_member as usize)
             .saturating_sub(active)
             .max(1);
+        // A gang whose running pods were evicted in this cycle cannot reach its minimum with
+        // the pods left: it places nothing now.
+        if pending.len() < need {
+            return Vec::new();
+        }
         pending.into_iter().take(need).collect()
     }
 

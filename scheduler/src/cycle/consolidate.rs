@@ -55,6 +55,9 @@ impl Context<'_> {
             return false;
         };
         let pending = self.gang_core(job);
+        if pending.is_empty() {
+            return false;
+        }
         let request = request_of(self.snapshot, &pending);
         let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
         if plan.required.is_some() || self.admission(job, leaf, &request).is_err() {

@@ -31,6 +31,71 @@ pub(crate) struct Victim {
     pub reason: Option<EvictReason>,
 }
 
+/// Jobs that reclaim (or preempt) could not help, one per queue and placement constraints: a
+/// later job of that queue is tried only if it is easier to place (KAI's
+/// `MinimalJobRepresentatives.IsEasierToSchedule`: fewer pods, or pods no larger, one smaller).
+#[derive(Debug, Default)]
+pub(crate) struct FailedJobs {
+    by_signature: std::collections::HashMap<(usize, String), Vec<crate::cluster::Amounts>>,
+}
+
+impl FailedJobs {
+    /// The pods a job asks room for, largest first, and its signature.
+    fn footprint(
+        cx: &Context<'_>,
+        job: usize,
+        leaf: usize,
+    ) -> ((usize, String), Vec<crate::cluster::Amounts>) {
+        let pods = cx.gang_core(job);
+        let mut sizes: Vec<crate::cluster::Amounts> =
+            pods.iter().map(|&p| cx.snapshot.pods[p].request).collect();
+        sizes.sort_by_key(|a| std::cmp::Reverse((a.gpu, a.cpu, a.memory)));
+        let signature = pods
+            .first()
+            .map(|&p| format!("{:?}", cx.snapshot.pods[p].constraints))
+            .unwrap_or_default();
+        ((leaf, signature), sizes)
+    }
+
+    /// Whether `job` is worth trying after the failures recorded for its queue.
+    pub fn easier(&self, cx: &Context<'_>, job: usize, leaf: usize) -> bool {
+        let (key, mine) = Self::footprint(cx, job, leaf);
+        let Some(failed) = self.by_signature.get(&key) else {
+            return true;
+        };
+        if mine.is_empty() || failed.is_empty() || failed.len() > mine.len() {
+            return !mine.is_empty();
+        }
+        for (a, b) in mine.iter().zip(failed) {
+            let le = a.gpu <= b.gpu && a.cpu <= b.cpu && a.memory <= b.memory;
+            if le && a != b {
+                return true;
+            }
+            if !le {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Remembers a job that could not be helped, if it is the smallest so far.
+    pub fn record(&mut self, cx: &Context<'_>, job: usize, leaf: usize) {
+        let (key, mine) = Self::footprint(cx, job, leaf);
+        let smaller = match self.by_signature.get(&key) {
+            None => true,
+            Some(failed) => {
+                mine.len() < failed.len()
+                    || (mine.len() == failed.len()
+                        && mine.iter().map(|a| a.gpu).sum::<i64>()
+                            < failed.iter().map(|a| a.gpu).sum::<i64>())
+            }
+        };
+        if smaller {
+            self.by_signature.insert(key, mine);
+        }
+    }
+}
+
 /// A victim released tentatively, with the slots its pods held.
 type Released = (Victim, Vec<(usize, Slot)>);
 
@@ -39,11 +104,17 @@ impl Context<'_> {
     /// Returns the jobs it could not help.
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
+        let mut failed = FailedJobs::default();
         for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
+            if !failed.easier(self, u.job, leaf) {
+                still.push(u);
+                continue;
+            }
             if !self.try_preempt(u.job, leaf, true) {
+                failed.record(self, u.job, leaf);
                 let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
                 if let Some(reason) = self.min_runtime_blocks(
                     "preempt",
@@ -61,11 +132,11 @@ impl Context<'_> {
     /// One preempt attempt for a job; `honour_min_runtime: false` is the dry run that finds out
     /// whether min-runtimes are what stops it.
     fn try_preempt(&mut self, job: usize, leaf: usize, honour_min_runtime: bool) -> bool {
+        let pending = self.gang_core(job);
         let candidates = self.preempt_candidates(job, leaf, honour_min_runtime);
-        if candidates.is_empty() {
+        if candidates.is_empty() || pending.is_empty() {
             return false;
         }
-        let pending = self.gang_core(job);
         let for_job = self.jobs[job].key.clone();
         let priority = self.jobs[job].priority;
         let mut next = |cx: &Self, popped: &[Victim]| {
@@ -408,31 +479,39 @@ impl Context<'_> {
         owner
     }
 
-    /// Evicts, whole, every running gang that has been below `minMember` longer than the grace
-    /// period (measured from when its newest missing pod was created).
-    pub fn evict_stale_gangs(&mut self) {
+    /// Stale-gang eviction (KAI's `stalegangeviction.go` with `PodGroupInfo.IsStale`): a gang
+    /// is stale while some of its pods hold resources but fewer than its minimum, and none has
+    /// succeeded (a gang whose pods finish is not broken). The first cycle that sees it stale
+    /// marks the time (KAI's `kai.scheduler/stale-podgroup-timestamp`); once it has been stale for
+    /// its grace period (the PodGroup's `stalenessGracePeriod`, or KAI's default of 60 s; a
+    /// negative one means never), its running pods are evicted. A gang no longer stale loses its
+    /// mark. Returns the marks that changed: `(pod group, since)`, `None` to clear.
+    pub fn evict_stale_gangs(&mut self) -> Vec<(String, Option<Time>)> {
+        let mut marks = Vec::new();
         for j in 0..self.jobs.len() {
             let job = &self.jobs[j];
-            let running = self.running(j);
-            if running.is_empty() || running.len() as u32 >= job.min_member {
+            let active = self.active(j).len() as u32;
+            let stale = job.succeeded == 0 && active > 0 && active < job.min_member;
+            if !stale {
+                if job.stale_since.is_some() {
+                    marks.push((job.key.clone(), None));
+                }
                 continue;
             }
-            let pending_pods = self.pending(j);
-            // Pods placed this cycle count as running: the gang is being completed, not stale.
-            if self.active(j).len() as u32 >= job.min_member {
-                continue;
+            let since = job.stale_since.unwrap_or(self.now);
+            if job.stale_since.is_none() {
+                marks.push((job.key.clone(), Some(since)));
             }
-            let since = pending_pods
-                .iter()
-                .map(|&p| self.snapshot.pods[p].created)
-                .max()
-                .unwrap_or(0);
+            let grace = job
+                .staleness_grace
+                .unwrap_or(STALE_GANG_GRACE_SECONDS as i64);
             let below_for = self.now.saturating_sub(since);
-            if below_for < STALE_GANG_GRACE_SECONDS {
+            if grace < 0 || below_for < grace as u64 {
                 continue;
             }
+            let running = self.running(j);
             let reason = EvictReason::StaleGang {
-                running: running.len() as u32,
+                running: active,
                 min_member: job.min_member,
                 for_seconds: below_for,
             };
@@ -456,5 +535,6 @@ impl Context<'_> {
                 }
             }
         }
+        marks
     }
 }

@@ -48,6 +48,10 @@ pub struct CycleResult {
     pub shares: FairShares,
     /// Allocation per queue (parents include their children) after the cycle's decisions.
     pub allocated: Vec<Amounts>,
+    /// Pod groups whose stale mark changes: `(namespace/name, since)`, `None` to clear. The
+    /// backend keeps it (KAI: the `kai.scheduler/stale-podgroup-timestamp` annotation) and
+    /// gives it back in the next snapshot.
+    pub stale_marks: Vec<(String, Option<Time>)>,
 }
 
 /// Per-queue allocation, kept for every queue and its ancestors.
@@ -137,12 +141,13 @@ pub fn run(cycle: &Cycle) -> CycleResult {
     for u in ctx.preempt(unplaced) {
         ctx.pending_decision(u.job, u.reason);
     }
-    ctx.evict_stale_gangs();
+    let stale_marks = ctx.evict_stale_gangs();
     let decisions = ctx.decisions;
     CycleResult {
         decisions,
         shares,
         allocated: used.all,
+        stale_marks,
     }
 }
 

@@ -31,26 +31,46 @@ use crate::decision::EvictReason;
 /// A reclaim candidate: a job, and whether its min-runtime protects its minimum.
 type Candidate = (usize, bool);
 
+/// Reclaim candidates by leaf queue, and every queue with a candidate in its subtree.
+struct Candidates {
+    by_leaf: std::collections::BTreeMap<usize, Vec<Candidate>>,
+    in_subtree: Vec<bool>,
+    /// Whether a job was left out only because its min-runtime protects it.
+    protected_left_out: bool,
+}
+
 impl Context<'_> {
     /// Reclaim pass: for each job still unplaced, evict from other queues as KAI allows.
     /// Returns the jobs it could not help.
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
+        // Jobs that could be victims at all: preemptible, running (re-checked as victims go).
+        let pool: Vec<usize> = (0..self.jobs.len())
+            .filter(|&v| self.jobs[v].preemptible && !self.running(v).is_empty())
+            .collect();
+        let mut failed = super::evict::FailedJobs::default();
         for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
             let pending = self.gang_core(u.job);
             let request = quantities(&request_of(self.snapshot, &pending));
-            if !self.can_reclaim(u.job, leaf, &request) {
+            if pending.is_empty()
+                || !self.can_reclaim(u.job, leaf, &request)
+                || !failed.easier(self, u.job, leaf)
+            {
                 still.push(u);
                 continue;
             }
-            if !self.try_reclaim(u.job, leaf, &request, true) {
+            let (done, protected_left_out) = self.try_reclaim(u.job, leaf, &request, &pool, true);
+            if !done {
+                failed.record(self, u.job, leaf);
+            }
+            if !done && protected_left_out {
                 // Would it have worked but for min-runtimes? Then that is the reason to give.
                 if let Some(reason) = self.min_runtime_blocks(
                     "reclaim",
-                    |cx| cx.try_reclaim(u.job, leaf, &request, false),
+                    |cx| cx.try_reclaim(u.job, leaf, &request, &pool, false).0,
                     |cx, v| {
                         let vq = *cx.jobs[v].queue.as_ref().ok()?;
                         cx.reclaim_min_runtime(leaf, vq)
@@ -58,25 +78,29 @@ impl Context<'_> {
                 ) {
                     u.reason = reason;
                 }
+            }
+            if !done {
                 still.push(u);
             }
         }
         still
     }
 
-    /// One reclaim attempt for a job; `honour_min_runtime: false` is the dry run that finds out
-    /// whether min-runtimes are what stops it.
+    /// One reclaim attempt for a job, with victims from `pool`; `honour_min_runtime: false` is
+    /// the dry run that finds out whether min-runtimes are what stops it. Returns whether it
+    /// made room, and whether a job was left out only for its min-runtime.
     fn try_reclaim(
         &mut self,
         job: usize,
         leaf: usize,
         request: &Quantities,
+        pool: &[usize],
         honour_min_runtime: bool,
-    ) -> bool {
+    ) -> (bool, bool) {
         let pending = self.gang_core(job);
-        let candidates = self.reclaim_candidates(leaf, request, honour_min_runtime);
-        if candidates.is_empty() {
-            return false;
+        let candidates = self.reclaim_candidates(leaf, request, pool, honour_min_runtime);
+        if candidates.by_leaf.is_empty() {
+            return (false, candidates.protected_left_out);
         }
         let request = *request;
         let for_job = self.jobs[job].key.clone();
@@ -106,7 +130,8 @@ impl Context<'_> {
         let valid = |cx: &Self, victims: &[Victim]| {
             cx.within_boundaries(leaf, &request, preemptible, victims)
         };
-        self.release_until_fit(job, leaf, &pending, &mut next, &valid)
+        let done = self.release_until_fit(job, leaf, &pending, &mut next, &valid);
+        (done, candidates.protected_left_out)
     }
 
     /// KAI's `CanReclaimResources`: the reclaimer's queue with the job stays within its fair
@@ -128,22 +153,45 @@ impl Context<'_> {
         &self,
         leaf: usize,
         request: &Quantities,
+        pool: &[usize],
         honour_min_runtime: bool,
-    ) -> Vec<Candidate> {
-        (0..self.jobs.len())
-            .filter(|&v| self.jobs[v].preemptible && !self.growing(v))
-            .filter(|&v| !self.running(v).is_empty())
-            .filter_map(|v| {
-                let vq = self.jobs[v].queue.clone().ok().filter(|&vq| vq != leaf)?;
-                let (mine, theirs) = self.leveled(leaf, vq);
-                if !self.victim_side_eligible(mine, theirs, request) {
-                    return None;
+    ) -> Candidates {
+        let mut found = Candidates {
+            by_leaf: std::collections::BTreeMap::new(),
+            in_subtree: vec![false; self.policy.queues.len()],
+            protected_left_out: false,
+        };
+        for &v in pool {
+            if self.growing(v) || self.running(v).is_empty() {
+                continue;
+            }
+            let Some(vq) = self.jobs[v].queue.clone().ok().filter(|&vq| vq != leaf) else {
+                continue;
+            };
+            let (mine, theirs) = self.leveled(leaf, vq);
+            if !self.victim_side_eligible(mine, theirs, request) {
+                continue;
+            }
+            let min = self.reclaim_min_runtime(leaf, vq);
+            let protected = self.protected_until(v, min).is_some();
+            if protected && !self.is_elastic(v) {
+                found.protected_left_out = true;
+                if honour_min_runtime {
+                    continue;
                 }
-                let min = self.reclaim_min_runtime(leaf, vq);
-                let protected = honour_min_runtime && self.protected_until(v, min).is_some();
-                (!protected || self.is_elastic(v)).then_some((v, protected))
-            })
-            .collect()
+            }
+            found
+                .by_leaf
+                .entry(vq)
+                .or_default()
+                .push((v, protected && honour_min_runtime));
+            let mut at = Some(vq);
+            while let Some(q) = at {
+                found.in_subtree[q] = true;
+                at = self.policy.queues[q].parent;
+            }
+        }
+        found
     }
 
     /// KAI's `FilterVictim`, on the two queues where the paths split.
@@ -306,7 +354,7 @@ impl Context<'_> {
     /// victims popped so far; `excluded` are sides no victim may come from any more.
     fn next_reclaim_victim(
         &self,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         excluded: &[usize],
         popped: &[Victim],
     ) -> Option<(usize, Vec<usize>)> {
@@ -323,19 +371,18 @@ impl Context<'_> {
     fn last_victim_queue(
         &self,
         siblings: &[usize],
-        candidates: &[Candidate],
+        candidates: &Candidates,
         excluded: &[usize],
         popped: &[Victim],
     ) -> Option<(usize, (usize, Vec<usize>), Quantities)> {
         let mut last: Option<(Side, (usize, (usize, Vec<usize>), Quantities))> = None;
-        for &c in siblings.iter().filter(|c| !excluded.contains(c)) {
+        for &c in siblings
+            .iter()
+            .filter(|&&c| candidates.in_subtree[c] && !excluded.contains(&c))
+        {
             let found = if self.policy.queues[c].is_leaf() {
-                let mine: Vec<Candidate> = candidates
-                    .iter()
-                    .copied()
-                    .filter(|&(v, _)| self.jobs[v].queue == Ok(c))
-                    .collect();
-                self.next_in_reverse_job_order(&mine, popped).map(|unit| {
+                let mine = candidates.by_leaf.get(&c).map_or(&[][..], Vec::as_slice);
+                self.next_in_reverse_job_order(mine, popped).map(|unit| {
                     let mut freed = request_of(self.snapshot, &unit.1);
                     for v in popped.iter().filter(|v| self.jobs[v.job].queue == Ok(c)) {
                         let r = request_of(self.snapshot, &v.pods);

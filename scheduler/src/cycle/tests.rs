@@ -490,6 +490,10 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
     );
 }
 
+/// KAI's stale-gang rule (`stalegangeviction.go`, `PodGroupInfo.IsStale`): the first cycle that
+/// sees a running gang below its minimum marks the time; once it has been stale for the grace
+/// period (60 s by default) its running pods go; a gang with a succeeded pod is never stale; a
+/// PodGroup's own `stalenessGracePeriod` replaces the default, and a negative one means never.
 #[test]
 fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() {
     let p = policy(TWO_TEAMS);
@@ -502,20 +506,56 @@ fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() 
         pods,
         groups: vec![group],
     };
+    // First seen stale at 130: marked, nothing evicted (however old the missing pod is).
+    let first = cycle(&p, &s, 130);
+    assert!(evicted(&first).is_empty(), "only marked when first seen");
+    assert_eq!(first.stale_marks, vec![("a/g".to_string(), Some(130))]);
+    let marked = |group: PodGroup| Snapshot {
+        groups: vec![PodGroup {
+            stale_since: Some(130),
+            ..group
+        }],
+        ..s.clone()
+    };
+    let m = marked(s.groups[0].clone());
     assert!(
-        evicted(&cycle(&p, &s, 130)).is_empty(),
+        evicted(&cycle(&p, &m, 189)).is_empty(),
         "inside the grace period"
     );
-    let r = cycle(&p, &s, 200);
+    let r = cycle(&p, &m, 190);
     assert_eq!(evicted(&r).len(), 2);
     assert!(matches!(
         evicted(&r)[0].1,
         EvictReason::StaleGang {
             running: 2,
             min_member: 3,
-            for_seconds: 100
+            for_seconds: 60
         }
     ));
+    // A pod of the gang finished successfully: the gang is not broken.
+    let done = marked(PodGroup {
+        succeeded: 1,
+        ..s.groups[0].clone()
+    });
+    let r = cycle(&p, &done, 1000);
+    assert!(evicted(&r).is_empty());
+    assert_eq!(
+        r.stale_marks,
+        vec![("a/g".to_string(), None)],
+        "mark cleared"
+    );
+    // The PodGroup's own grace period: 300 s, or never.
+    let longer = marked(PodGroup {
+        staleness_grace: Some(300),
+        ..s.groups[0].clone()
+    });
+    assert!(evicted(&cycle(&p, &longer, 429)).is_empty());
+    assert_eq!(evicted(&cycle(&p, &longer, 430)).len(), 2);
+    let never = marked(PodGroup {
+        staleness_grace: Some(-1),
+        ..s.groups[0].clone()
+    });
+    assert!(evicted(&cycle(&p, &never, 1_000_000)).is_empty());
 }
 
 #[test]
