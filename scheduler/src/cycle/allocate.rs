@@ -215,7 +215,7 @@ impl Context<'_> {
             };
             let side = Side {
                 queue: c,
-                job: quantities(&request_of(self.snapshot, &self.gang_core(job))),
+                job: quantities(&self.init_request(job)),
                 victims: Quantities::default(),
             };
             if best
@@ -233,7 +233,7 @@ impl Context<'_> {
     /// older; then the stable job order.
     pub(crate) fn job_order(&self, job: usize) -> (Reverse<i32>, Ordering, Time, usize) {
         let j = &self.jobs[job];
-        let active = self.active(job).len() as u32;
+        let active = self.active_count(job) as u32;
         (
             Reverse(j.priority),
             active.cmp(&j.min_member),
@@ -321,6 +321,41 @@ impl Context<'_> {
             return Vec::new();
         }
         pending.into_iter().take(need).collect()
+    }
+
+    /// How many pods of a job are active (see [`Self::active`]), without collecting them.
+    pub(crate) fn active_count(&self, job: usize) -> usize {
+        self.jobs[job]
+            .pods
+            .iter()
+            .filter(|&&p| self.slots[p].is_some() && !self.snapshot.pods[p].terminating)
+            .count()
+    }
+
+    /// What [`Self::gang_core`]'s pods request (KAI's job init resources), without collecting
+    /// them: the queue order asks this of every sibling's best job at every turn.
+    pub(crate) fn init_request(&self, job: usize) -> Amounts {
+        let active = self.active_count(job);
+        let need = (self.jobs[job].min_member as usize)
+            .saturating_sub(active)
+            .max(1);
+        let pending = self.jobs[job]
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| self.slots[p].is_none() && self.snapshot.pods[p].node.is_none());
+        let mut total = Amounts::default();
+        let mut n = 0;
+        for p in pending.take(need) {
+            let r = &self.snapshot.pods[p].request;
+            (total.gpu, total.cpu, total.memory) = (
+                total.gpu + r.gpu,
+                total.cpu + r.cpu,
+                total.memory + r.memory,
+            );
+            n += 1;
+        }
+        if n < need { Amounts::default() } else { total }
     }
 
     /// Pods of a job that hold resources and are not being released: bound and running, or
