@@ -303,7 +303,7 @@ impl Context<'_> {
             let Ok(vq) = self.jobs[v.job].queue else {
                 continue;
             };
-            if self.path(vq).contains(&queue) {
+            if self.is_under(vq, queue) {
                 let r = request_of(self.snapshot, &v.pods);
                 (total.gpu, total.cpu, total.memory) = (
                     total.gpu + r.gpu,
@@ -313,6 +313,18 @@ impl Context<'_> {
             }
         }
         quantities(&total)
+    }
+
+    /// Whether `queue` is `ancestor` or below it.
+    fn is_under(&self, queue: usize, ancestor: usize) -> bool {
+        let mut at = Some(queue);
+        while let Some(q) = at {
+            if q == ancestor {
+                return true;
+            }
+            at = self.policy.queues[q].parent;
+        }
+        false
     }
 
     /// The queues from the top of the tree down to `queue`.
@@ -439,7 +451,7 @@ fn minus_released(
         let Ok(vq) = cx.jobs[v.job].queue else {
             continue;
         };
-        if cx.path(vq).contains(&queue) {
+        if cx.is_under(vq, queue) {
             let r = request_of(cx.snapshot, &v.pods);
             (released.gpu, released.cpu, released.memory) = (
                 released.gpu + r.gpu,
