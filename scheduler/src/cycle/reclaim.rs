@@ -446,21 +446,7 @@ fn minus_released(
     cx: &Context<'_>,
     queue: usize,
 ) -> Quantities {
-    let mut released = crate::cluster::Amounts::default();
-    for v in popped {
-        let Ok(vq) = cx.jobs[v.job].queue else {
-            continue;
-        };
-        if cx.is_under(vq, queue) {
-            let r = request_of(cx.snapshot, &v.pods);
-            (released.gpu, released.cpu, released.memory) = (
-                released.gpu + r.gpu,
-                released.cpu + r.cpu,
-                released.memory + r.memory,
-            );
-        }
-    }
-    let released = quantities(&released);
+    let released = cx.victims_under(queue, popped);
     PerResource {
         gpu: freed.gpu - released.gpu,
         cpu: freed.cpu - released.cpu,
