@@ -10,7 +10,7 @@ use kai_policy_compiler::model::{Bound, Policy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
-use super::jobs::{Job, request_of};
+use super::jobs::{Job, request_of, sum_requests};
 use super::kai::{Quantities, Side, quantities};
 use super::placement::{Plan, place_gang};
 use super::state::{ClusterState, Slot};
@@ -53,8 +53,13 @@ impl Context<'_> {
             .pods
             .iter()
             .copied()
-            .filter(|&p| self.slots[p].is_none() && self.snapshot.pods[p].node.is_none())
+            .filter(|&p| self.is_pending(p))
             .collect()
+    }
+
+    /// Whether a pod waits: not bound before the cycle, not placed in it.
+    fn is_pending(&self, pod: usize) -> bool {
+        self.slots[pod].is_none() && self.snapshot.pods[pod].node.is_none()
     }
 
     /// Records that a job stays pending, and why.
@@ -343,19 +348,12 @@ impl Context<'_> {
             .pods
             .iter()
             .copied()
-            .filter(|&p| self.slots[p].is_none() && self.snapshot.pods[p].node.is_none());
-        let mut total = Amounts::default();
-        let mut n = 0;
-        for p in pending.take(need) {
-            let r = &self.snapshot.pods[p].request;
-            (total.gpu, total.cpu, total.memory) = (
-                total.gpu + r.gpu,
-                total.cpu + r.cpu,
-                total.memory + r.memory,
-            );
-            n += 1;
+            .filter(|&p| self.is_pending(p))
+            .take(need);
+        if pending.clone().count() < need {
+            return Amounts::default();
         }
-        if n < need { Amounts::default() } else { total }
+        sum_requests(self.snapshot, pending)
     }
 
     /// Pods of a job that hold resources and are not being released: bound and running, or

@@ -83,7 +83,8 @@ pub(crate) fn less_equal(a: &Quantities, other: &Quantities) -> bool {
         .all(|k| compare(*a.get(k), *other.get(k)) != Ordering::Greater)
 }
 
-fn add(a: &Quantities, b: &Quantities) -> Quantities {
+/// `a + b`, resource by resource.
+pub(crate) fn add(a: &Quantities, b: &Quantities) -> Quantities {
     PerResource {
         gpu: a.gpu + b.gpu,
         cpu: a.cpu + b.cpu,

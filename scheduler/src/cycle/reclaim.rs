@@ -24,8 +24,8 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
 use super::evict::Victim;
-use super::jobs::request_of;
-use super::kai::{Quantities, Share, Side, each, less_equal, quantities};
+use super::jobs::{request_of, sum_requests};
+use super::kai::{Quantities, Share, Side, add, each, less_equal, quantities};
 use crate::decision::EvictReason;
 
 /// A reclaim candidate: a job, and whether its min-runtime protects its minimum.
@@ -138,7 +138,7 @@ impl Context<'_> {
     /// share in every resource, and a non-preemptible job within its quota.
     fn can_reclaim(&self, job: usize, leaf: usize, request: &Quantities) -> bool {
         let q = self.kai_shares(leaf);
-        let with = |f: fn(&Share) -> f64| plus(&each(&q, f), request);
+        let with = |f: fn(&Share) -> f64| add(&each(&q, f), request);
         less_equal(&with(|s| s.allocated), &each(&q, |s| s.fair_share))
             && (self.jobs[job].preemptible
                 || less_equal(
@@ -223,7 +223,7 @@ impl Context<'_> {
     fn within_deserved_with(&self, queue: usize, request: &Quantities) -> bool {
         let q = self.kai_shares(queue);
         less_equal(
-            &plus(&each(&q, |s| s.allocated), request),
+            &add(&each(&q, |s| s.allocated), request),
             &each(&q, |s| s.deserved),
         )
     }
@@ -255,7 +255,7 @@ impl Context<'_> {
         while let Some(r) = at {
             let parent = self.policy.queues[r].parent;
             let mine = self.kai_shares(r);
-            let holds = plus(&each(&mine, |s| s.allocated), request);
+            let holds = add(&each(&mine, |s| s.allocated), request);
             let siblings = match parent {
                 Some(p) => self.policy.queues[p].children.clone(),
                 None => (0..self.policy.queues.len())
@@ -285,7 +285,7 @@ impl Context<'_> {
             }
             if !preemptible
                 && !less_equal(
-                    &plus(&each(&mine, |s| s.allocated_non_preemptible), request),
+                    &add(&each(&mine, |s| s.allocated_non_preemptible), request),
                     &each(&mine, |s| s.deserved),
                 )
             {
@@ -298,21 +298,11 @@ impl Context<'_> {
 
     /// What the victims in `queue`'s subtree hold.
     fn victims_under(&self, queue: usize, victims: &[Victim]) -> Quantities {
-        let mut total = crate::cluster::Amounts::default();
-        for v in victims {
-            let Ok(vq) = self.jobs[v.job].queue else {
-                continue;
-            };
-            if self.is_under(vq, queue) {
-                let r = request_of(self.snapshot, &v.pods);
-                (total.gpu, total.cpu, total.memory) = (
-                    total.gpu + r.gpu,
-                    total.cpu + r.cpu,
-                    total.memory + r.memory,
-                );
-            }
-        }
-        quantities(&total)
+        let under = victims
+            .iter()
+            .filter(|v| matches!(self.jobs[v.job].queue, Ok(vq) if self.is_under(vq, queue)))
+            .flat_map(|v| v.pods.iter().copied());
+        quantities(&sum_requests(self.snapshot, under))
     }
 
     /// Whether `queue` is `ancestor` or below it.
@@ -395,15 +385,11 @@ impl Context<'_> {
             let found = if self.policy.queues[c].is_leaf() {
                 let mine = candidates.by_leaf.get(&c).map_or(&[][..], Vec::as_slice);
                 self.next_in_reverse_job_order(mine, popped).map(|unit| {
-                    let mut freed = request_of(self.snapshot, &unit.1);
-                    for v in popped.iter().filter(|v| self.jobs[v.job].queue == Ok(c)) {
-                        let r = request_of(self.snapshot, &v.pods);
-                        (freed.gpu, freed.cpu, freed.memory) = (
-                            freed.gpu + r.gpu,
-                            freed.cpu + r.cpu,
-                            freed.memory + r.memory,
-                        );
-                    }
+                    let earlier = popped
+                        .iter()
+                        .filter(|v| self.jobs[v.job].queue == Ok(c))
+                        .flat_map(|v| v.pods.iter().copied());
+                    let freed = sum_requests(self.snapshot, unit.1.iter().copied().chain(earlier));
                     (c, unit, quantities(&freed))
                 })
             } else {
@@ -451,14 +437,6 @@ fn minus_released(
         gpu: freed.gpu - released.gpu,
         cpu: freed.cpu - released.cpu,
         memory: freed.memory - released.memory,
-    }
-}
-
-fn plus(a: &Quantities, b: &Quantities) -> Quantities {
-    PerResource {
-        gpu: a.gpu + b.gpu,
-        cpu: a.cpu + b.cpu,
-        memory: a.memory + b.memory,
     }
 }
 
