@@ -39,6 +39,15 @@ fn queue(shares: QueueShares, priority: i32, created: usize, job_gpus: f64) -> R
     }
 }
 
+/// The same numbers for GPU, CPU and memory.
+fn every_resource(s: Share) -> QueueShares {
+    PerResource {
+        gpu: s,
+        cpu: s,
+        memory: s,
+    }
+}
+
 fn total(gpus: f64) -> Quantities {
     PerResource {
         gpu: gpus,
@@ -111,16 +120,11 @@ fn kai_get_queue_order_result() {
 #[test]
 fn kai_prioritize_under_utilized() {
     let all = |fair_share: f64, allocated: f64| {
-        let s = Share {
+        every_resource(Share {
             fair_share,
             allocated,
             ..Share::default()
-        };
-        PerResource {
-            gpu: s,
-            cpu: s,
-            memory: s,
-        }
+        })
     };
     let (l, r) = (
         queue(all(1.0, 1.0), 0, 1, 0.0),
@@ -134,16 +138,11 @@ fn kai_prioritize_under_utilized() {
 #[test]
 fn kai_prioritize_under_quota_with_job() {
     let all = |deserved: f64, allocated: f64| {
-        let s = Share {
+        every_resource(Share {
             deserved,
             allocated,
             ..Share::default()
-        };
-        PerResource {
-            gpu: s,
-            cpu: s,
-            memory: s,
-        }
+        })
     };
     let (l, r) = (
         queue(all(1.0, 0.0), 0, 1, 0.0),
