@@ -42,6 +42,8 @@ pub(crate) struct Context<'a> {
     /// While set, eviction only tries: a job that would fit leaves its victims here and nothing
     /// is committed (used to find out whether min-runtimes are what keeps a job waiting).
     pub dry_run: Option<Vec<super::evict::Victim>>,
+    /// Whether allocate places jobs; off, it only orders them for the actions after it.
+    pub place: bool,
 }
 
 impl Context<'_> {
@@ -151,7 +153,14 @@ impl Context<'_> {
                 at = self.policy.queues[a].parent;
             }
             let started = !self.active(j).is_empty();
-            let outcome = self.try_job(j, leaf);
+            let outcome = if self.place {
+                self.try_job(j, leaf)
+            } else {
+                Err(Reason::NoNodeFits {
+                    nodes: self.snapshot.nodes.len() as u32,
+                    found: Vec::new(),
+                })
+            };
             // KAI's allocate re-queues a job that still has pods to place: its next pod competes
             // again, one pod per turn, against every other job in the queue order.
             if outcome.is_ok() && !self.pending(j).is_empty() {

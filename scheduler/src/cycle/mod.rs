@@ -91,8 +91,69 @@ impl QueueUse {
     }
 }
 
+/// Which actions a cycle runs; they always run in KAI's order (KAI's scheduler configuration
+/// `actions: "allocate, consolidation, reclaim, preempt, stalegangeviction"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Actions {
+    /// Place pending jobs on free room. Off: pending jobs are only ordered, as the later
+    /// actions see them after an allocate that placed nothing.
+    pub allocate: bool,
+    /// Move preemptible pods to make room for a job.
+    pub consolidation: bool,
+    /// Evict across queues for a queue below its fair share.
+    pub reclaim: bool,
+    /// Evict lower-priority work inside a queue.
+    pub preempt: bool,
+    /// Evict gangs that lost pods below their minimum.
+    pub stale_gang_eviction: bool,
+}
+
+impl Actions {
+    /// Every action: what the scheduler runs.
+    pub const ALL: Actions = Actions {
+        allocate: true,
+        consolidation: true,
+        reclaim: true,
+        preempt: true,
+        stale_gang_eviction: true,
+    };
+
+    /// Reads KAI's comma-separated action list (`"allocate, reclaim"`).
+    pub fn parse(text: &str) -> Result<Actions, String> {
+        let mut actions = Actions {
+            allocate: false,
+            consolidation: false,
+            reclaim: false,
+            preempt: false,
+            stale_gang_eviction: false,
+        };
+        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let flag = match name {
+                "allocate" => &mut actions.allocate,
+                "consolidation" => &mut actions.consolidation,
+                "reclaim" => &mut actions.reclaim,
+                "preempt" => &mut actions.preempt,
+                "stalegangeviction" => &mut actions.stale_gang_eviction,
+                other => {
+                    return Err(format!(
+                        "unknown action {other:?}: the actions are allocate, consolidation, \
+                         reclaim, preempt and stalegangeviction"
+                    ));
+                }
+            };
+            *flag = true;
+        }
+        Ok(actions)
+    }
+}
+
 /// Runs one cycle.
 pub fn run(cycle: &Cycle) -> CycleResult {
+    run_actions(cycle, Actions::ALL)
+}
+
+/// Runs one cycle with only the given actions (KAI's action tests run one action at a time).
+pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     let Cycle {
         snapshot,
         policy,
@@ -134,14 +195,26 @@ pub fn run(cycle: &Cycle) -> CycleResult {
         decisions: Vec::new(),
         capacity: capacity(snapshot),
         dry_run: None,
+        place: actions.allocate,
     };
-    let unplaced = ctx.allocate();
-    let unplaced = ctx.consolidate(unplaced);
-    let unplaced = ctx.reclaim(unplaced);
-    for u in ctx.preempt(unplaced) {
+    let mut unplaced = ctx.allocate();
+    if actions.consolidation {
+        unplaced = ctx.consolidate(unplaced);
+    }
+    if actions.reclaim {
+        unplaced = ctx.reclaim(unplaced);
+    }
+    if actions.preempt {
+        unplaced = ctx.preempt(unplaced);
+    }
+    for u in unplaced {
         ctx.pending_decision(u.job, u.reason);
     }
-    let stale_marks = ctx.evict_stale_gangs();
+    let stale_marks = if actions.stale_gang_eviction {
+        ctx.evict_stale_gangs()
+    } else {
+        Vec::new()
+    };
     let decisions = ctx.decisions;
     CycleResult {
         decisions,

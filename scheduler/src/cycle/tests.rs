@@ -602,3 +602,56 @@ fn consolidation_never_moves_non_preemptible_work() {
         Reason::NoNodeFits { .. }
     ));
 }
+
+#[test]
+fn a_cycle_runs_only_the_actions_it_is_given() {
+    let p = policy(TWO_TEAMS);
+    // Fair shares: 8 each by quota, the other 8 split evenly: a 12, b 12. a runs 16 as four
+    // 4-GPU pods; b1 (8) fits on the free node, then b2 (4) brings b to its 12 only by
+    // reclaiming one of a's pods, which leaves a at its 12.
+    let mut pods: Vec<Pod> = (0..4)
+        .map(|i| running(pod("a", &format!("a{i}"), 4), ["n1", "n2"][i / 2], 0))
+        .collect();
+    pods.push(Pod {
+        created: 1,
+        ..pod("b", "b1", 8)
+    });
+    pods.push(Pod {
+        created: 2,
+        ..pod("b", "b2", 4)
+    });
+    let s = Snapshot {
+        nodes: vec![node("n1", 8), node("n2", 8), node("n3", 8)],
+        pods,
+        groups: vec![],
+    };
+    let only = |actions: &str| {
+        run_actions(
+            &Cycle {
+                snapshot: &s,
+                policy: &p,
+                now: 3600,
+                usage: None,
+            },
+            Actions::parse(actions).unwrap(),
+        )
+    };
+    let all = only("allocate, consolidation, reclaim, preempt, stalegangeviction");
+    assert_eq!(binds(&all), vec![("b/b1".into(), "n3".into())]);
+    assert_eq!(evicted(&all).len(), 1, "{:#?}", all.decisions);
+    let allocate = only("allocate");
+    assert_eq!(binds(&allocate), vec![("b/b1".into(), "n3".into())]);
+    assert!(evicted(&allocate).is_empty());
+    assert!(matches!(
+        pending_reason(&allocate, "b/b2"),
+        Reason::WaitingBehind { jobs: 1, .. }
+    ));
+    // Without allocate nothing is bound to free room, and b2 still waits.
+    let reclaim = only("reclaim");
+    assert!(binds(&reclaim).is_empty(), "{:#?}", reclaim.decisions);
+    assert!(
+        Actions::parse("allocate, evict")
+            .unwrap_err()
+            .contains("unknown action \"evict\"")
+    );
+}
