@@ -11,7 +11,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
 use super::jobs::{Job, request_of, sum_requests};
-use super::kai::{Quantities, Side, quantities};
+use super::kai::{Quantities, Ranked, Side, compare_queues, quantities};
 use super::placement::{Plan, place_gang};
 use super::state::{ClusterState, Slot};
 use crate::cluster::{Amounts, Snapshot, Time};
@@ -33,7 +33,7 @@ pub(crate) struct Context<'a> {
     pub now: Time,
     pub jobs: &'a [Job],
     pub shares: &'a FairShares,
-    pub state: &'a mut ClusterState,
+    pub state: &'a mut ClusterState<'a>,
     /// Where each pod is (bound, or placed this cycle); `None` while pending.
     pub slots: &'a mut Vec<Option<Slot>>,
     pub used: &'a mut QueueUse,
@@ -44,6 +44,9 @@ pub(crate) struct Context<'a> {
     pub dry_run: Option<Vec<super::evict::Victim>>,
     /// Whether allocate places jobs; off, it only orders them for the actions after it.
     pub place: bool,
+    /// Pods being deleted that held a node when the cycle began, which pending pods may be
+    /// pipelined onto.
+    pub releasing: Vec<usize>,
 }
 
 impl Context<'_> {
@@ -133,6 +136,11 @@ impl Context<'_> {
         let mut unplaced = Vec::new();
         // Each parent's best leaf, cached; only the ancestors of the leaf that was served change.
         let mut best_leaf: Vec<Option<usize>> = vec![None; n];
+        // Each waiting job's init resources; only the job just tried changes.
+        let mut init: Vec<Quantities> = vec![Quantities::default(); self.jobs.len()];
+        for &j in queues.iter().flatten() {
+            init[j] = quantities(&self.init_request(j));
+        }
         for q in (0..n).rev() {
             if !self.policy.queues[q].is_leaf() {
                 best_leaf[q] = self.best(
@@ -140,10 +148,11 @@ impl Context<'_> {
                     &queues,
                     &waiting,
                     &best_leaf,
+                    &init,
                 );
             }
         }
-        while let Some(leaf) = self.best(&roots, &queues, &waiting, &best_leaf) {
+        while let Some(leaf) = self.best(&roots, &queues, &waiting, &best_leaf, &init) {
             let Some(j) = queues[leaf].pop_front() else {
                 break;
             };
@@ -152,7 +161,7 @@ impl Context<'_> {
                 waiting[a] -= 1;
                 at = self.policy.queues[a].parent;
             }
-            let started = !self.active(j).is_empty();
+            let started = self.active_count(j) > 0;
             let outcome = if self.place {
                 self.try_job(j, leaf)
             } else {
@@ -161,6 +170,7 @@ impl Context<'_> {
                     found: Vec::new(),
                 })
             };
+            init[j] = quantities(&self.init_request(j));
             // KAI's allocate re-queues a job that still has pods to place: its next pod competes
             // again, one pod per turn, against every other job in the queue order.
             if outcome.is_ok() && !self.pending(j).is_empty() {
@@ -180,6 +190,7 @@ impl Context<'_> {
                     &queues,
                     &waiting,
                     &best_leaf,
+                    &init,
                 );
                 at = self.policy.queues[a].parent;
             }
@@ -212,31 +223,33 @@ impl Context<'_> {
     }
 
     /// The leaf whose head job goes next: at each level, the child whose best job comes first
-    /// in KAI's queue order.
+    /// in KAI's queue order. `init` holds each job's init resources.
     fn best(
         &self,
         siblings: &[usize],
         queues: &[VecDeque<usize>],
         waiting: &[usize],
         best_leaf: &[Option<usize>],
+        init: &[Quantities],
     ) -> Option<usize> {
-        let mut best: Option<(Side, usize)> = None;
+        let total = quantities(&self.capacity);
+        let mut best: Option<(Ranked, usize)> = None;
         for &c in siblings.iter().filter(|&&c| waiting[c] > 0) {
             let queue = &self.policy.queues[c];
             let leaf = if queue.is_leaf() { c } else { best_leaf[c]? };
             let Some(&job) = queues[leaf].front() else {
                 continue;
             };
-            let side = Side {
+            let ranked = self.ranked(&Side {
                 queue: c,
-                job: quantities(&self.init_request(job)),
+                job: init[job],
                 victims: Quantities::default(),
-            };
+            });
             if best
                 .as_ref()
-                .is_none_or(|(b, _)| self.queue_order(&side, b) == Ordering::Less)
+                .is_none_or(|(b, _)| compare_queues(&ranked, b, &total) == Ordering::Less)
             {
-                best = Some((side, leaf));
+                best = Some((ranked, leaf));
             }
         }
         best.map(|(_, leaf)| leaf)
@@ -325,7 +338,7 @@ impl Context<'_> {
     /// its minimum already, one more pod; none when its pending pods cannot reach the minimum.
     pub fn gang_core(&self, job: usize) -> Vec<usize> {
         let pending = self.pending(job);
-        let active = self.active(job).len();
+        let active = self.active_count(job);
         let need = (self.jobs[job].min_member as usize)
             .saturating_sub(active)
             .max(1);

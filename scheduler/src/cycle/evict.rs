@@ -447,8 +447,11 @@ impl Context<'_> {
     /// being deleted still hold, nearest nodes first; it is nominated there and binds once they
     /// are gone. Returns whether it was.
     pub(crate) fn pipeline_onto_releasing(&mut self, job: usize, leaf: usize) -> bool {
-        let releasing: Vec<usize> = (0..self.snapshot.pods.len())
-            .filter(|&p| self.snapshot.pods[p].terminating && self.slots[p].is_some())
+        let releasing: Vec<usize> = self
+            .releasing
+            .iter()
+            .copied()
+            .filter(|&p| self.slots[p].is_some())
             .collect();
         if releasing.is_empty() {
             return false;

@@ -1,6 +1,6 @@
 //! Jobs: pods grouped into gangs, each resolved to its leaf queue and its priority.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use kai_policy_compiler::model::{Policy, PriorityClass};
 
@@ -47,20 +47,27 @@ pub const DEFAULT_QUEUE: &str = "default-queue";
 /// The priority class KAI's pod-grouper falls back to (`constants.TrainPriorityClass`).
 pub const TRAIN_CLASS: &str = "train";
 
+/// A job's (namespace, pod group or pod name, whether it is a pod group).
+type JobKey<'s> = (&'s str, &'s str, bool);
+
 /// Groups the snapshot's pods into jobs, in a stable order (namespace, then name). Pods of
 /// other schedulers are no job: they only hold their node's resources.
 pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
     let nodes: std::collections::HashSet<&str> =
         snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
-    let mut by_key: BTreeMap<(String, String, bool), Vec<usize>> = BTreeMap::new();
+    // Grouped by borrowed keys, then sorted: the jobs come in (namespace, name) order.
+    let mut by_key: HashMap<JobKey, Vec<usize>> = HashMap::new();
     for (i, pod) in snapshot.pods.iter().enumerate().filter(|(_, p)| !p.foreign) {
         let key = match &pod.group {
-            Some(g) => (pod.namespace.clone(), g.clone(), true),
-            None => (pod.namespace.clone(), pod.name.clone(), false),
+            Some(g) => (pod.namespace.as_str(), g.as_str(), true),
+            None => (pod.namespace.as_str(), pod.name.as_str(), false),
         };
         by_key.entry(key).or_default().push(i);
     }
-    let groups: BTreeMap<(&str, &str), usize> = snapshot
+    let mut by_key: Vec<(JobKey, Vec<usize>)> = by_key.into_iter().collect();
+    by_key.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let names = QueueNames::new(policy);
+    let groups: HashMap<(&str, &str), usize> = snapshot
         .groups
         .iter()
         .enumerate()
@@ -70,14 +77,14 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
         .into_iter()
         .map(|((namespace, name, grouped), all)| {
             let group = grouped
-                .then(|| groups.get(&(namespace.as_str(), name.as_str())))
+                .then(|| groups.get(&(namespace, name)))
                 .flatten()
                 .map(|&g| &snapshot.groups[g]);
             let first = &snapshot.pods[all[0]];
             let named_queue = group
                 .and_then(|g| g.queue.clone())
                 .or_else(|| first.queue.clone());
-            let queue = resolve_queue(policy, &namespace, named_queue.as_deref());
+            let queue = resolve_queue(policy, &names, namespace, named_queue.as_deref());
             let (class, declared) = priority_class(policy, group, first, &queue);
             let priority = declared.map_or(0, |c| c.value);
             let created = match group {
@@ -111,7 +118,7 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 preemptible,
                 unknown_priority_class: class.filter(|_| declared.is_none()),
                 created,
-                namespace,
+                namespace: namespace.to_string(),
                 pods,
                 elsewhere,
                 succeeded: group.map_or(0, |g| g.succeeded),
@@ -166,21 +173,51 @@ fn priority_class<'p>(
 }
 
 /// The leaf queue a job lands in: the queue it names, or its namespace's default.
-fn resolve_queue(policy: &Policy, namespace: &str, named: Option<&str>) -> Result<usize, Reason> {
+/// The policy's queues by name and by default namespace, looked up once per job.
+struct QueueNames<'p> {
+    by_name: HashMap<&'p str, usize>,
+    /// The first queue that lists the namespace among its defaults.
+    by_namespace: HashMap<&'p str, usize>,
+}
+
+impl<'p> QueueNames<'p> {
+    fn new(policy: &'p Policy) -> Self {
+        let mut by_namespace = HashMap::new();
+        for (i, q) in policy.queues.iter().enumerate() {
+            for n in &q.namespaces.defaults {
+                by_namespace.entry(n.as_str()).or_insert(i);
+            }
+        }
+        QueueNames {
+            by_name: policy
+                .queues
+                .iter()
+                .enumerate()
+                .map(|(i, q)| (q.name.as_str(), i))
+                .collect(),
+            by_namespace,
+        }
+    }
+}
+
+fn resolve_queue(
+    policy: &Policy,
+    names: &QueueNames,
+    namespace: &str,
+    named: Option<&str>,
+) -> Result<usize, Reason> {
     let index = match named {
-        Some(name) => policy
-            .queues
-            .iter()
-            .position(|q| q.name == name)
+        Some(name) => *names
+            .by_name
+            .get(name)
             .ok_or_else(|| Reason::UnknownQueue {
                 queue: name.to_string(),
                 suggestion: closest(policy, name),
             })?,
-        None => policy
-            .queues
-            .iter()
-            .position(|q| q.namespaces.defaults.iter().any(|n| n == namespace))
-            .or_else(|| policy.queues.iter().position(|q| q.name == DEFAULT_QUEUE))
+        None => *names
+            .by_namespace
+            .get(namespace)
+            .or_else(|| names.by_name.get(DEFAULT_QUEUE))
             .ok_or_else(|| Reason::NoQueue {
                 namespace: namespace.to_string(),
             })?,

@@ -165,14 +165,22 @@ impl Context<'_> {
     /// KAI's queue order between two siblings, each with its best job: `Less` when `l` goes
     /// first.
     pub(crate) fn queue_order(&self, l: &Side, r: &Side) -> Ordering {
-        let ranked = |s: &Side| Ranked {
+        compare_queues(
+            &self.ranked(l),
+            &self.ranked(r),
+            &quantities(&self.capacity),
+        )
+    }
+
+    /// A queue and its best job as the queue order compares them.
+    pub(crate) fn ranked(&self, s: &Side) -> Ranked {
+        Ranked {
             shares: self.kai_shares(s.queue),
             priority: self.policy.queues[s.queue].priority,
             created: s.queue,
             job: s.job,
             victims: s.victims,
-        };
-        compare_queues(&ranked(l), &ranked(r), &quantities(&self.capacity))
+        }
     }
 }
 

@@ -183,6 +183,9 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         );
     }
     let shares = fairshare::compute(policy, &demand(snapshot, policy, &jobs, &used, usage));
+    let releasing = (0..snapshot.pods.len())
+        .filter(|&p| snapshot.pods[p].terminating && slots[p].is_some())
+        .collect();
     let mut ctx = allocate::Context {
         snapshot,
         policy,
@@ -196,6 +199,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         capacity: capacity(snapshot),
         dry_run: None,
         place: actions.allocate,
+        releasing,
     };
     let mut unplaced = ctx.allocate();
     if actions.consolidation {

@@ -150,7 +150,7 @@ fn choose(
         .filter(|n| cap.is_none_or(|c| gpus_on.get(n).copied().unwrap_or(0) + pod.request.gpu <= c))
         .filter_map(|n| {
             state
-                .devices_for(n, pod, plan.strategy)
+                .devices_on_candidate(n, pod, plan.strategy)
                 .map(|devices| Slot { node: n, devices })
         });
     let first = feasible.next()?;

@@ -43,10 +43,10 @@ struct Resident {
 
 /// The cluster's free resources during one cycle.
 #[derive(Debug, Clone)]
-pub struct ClusterState {
+pub struct ClusterState<'s> {
     nodes: Vec<NodeFree>,
     /// The nodes themselves: the filters read their labels, taints and conditions.
-    meta: Vec<Node>,
+    meta: &'s [Node],
     /// Pods per node, kept only when some pod has inter-pod (anti-)affinity terms.
     residents: Option<Vec<Vec<Resident>>>,
     soft_taints: bool,
@@ -59,10 +59,10 @@ pub struct ClusterState {
     by_free_gpu: BTreeSet<(i64, usize)>,
 }
 
-impl ClusterState {
+impl<'s> ClusterState<'s> {
     /// The free resources left by the bound pods of a snapshot (in pod order, so device
     /// assignment is deterministic). Returns the state and each bound pod's slot.
-    pub fn new(snapshot: &Snapshot) -> (Self, Vec<Option<Slot>>) {
+    pub fn new(snapshot: &'s Snapshot) -> (Self, Vec<Option<Slot>>) {
         let nodes: Vec<NodeFree> = snapshot
             .nodes
             .iter()
@@ -88,7 +88,7 @@ impl ClusterState {
                     .iter()
                     .any(|t| t.effect == crate::cluster::TaintEffect::PreferNoSchedule)
             }),
-            meta: snapshot.nodes.clone(),
+            meta: &snapshot.nodes,
             nodes,
             by_gpu: BTreeSet::new(),
             by_cpu: BTreeSet::new(),
@@ -253,7 +253,21 @@ impl ClusterState {
         pod: &Pod,
         strategy: Strategy,
     ) -> Option<Vec<(usize, i64)>> {
-        if !self.schedulable[node] || !self.admits(node, pod) || self.room(node, pod).is_some() {
+        if !self.schedulable[node] || !self.admits(node, pod) {
+            return None;
+        }
+        self.devices_on_candidate(node, pod, strategy)
+    }
+
+    /// [`Self::devices_for`] on a node [`Self::candidates`] gave for the pod, which is
+    /// schedulable and admits it already.
+    pub fn devices_on_candidate(
+        &self,
+        node: usize,
+        pod: &Pod,
+        strategy: Strategy,
+    ) -> Option<Vec<(usize, i64)>> {
+        if self.room(node, pod).is_some() {
             return None;
         }
         self.resources_fit(node, pod, strategy)
@@ -416,11 +430,11 @@ impl ClusterState {
     /// Candidate nodes for a pod in strategy order: binpack fullest first, spread emptiest
     /// first. Only schedulable nodes that pass the pod's node filters; the caller still checks
     /// fit.
-    pub fn candidates<'s>(
-        &'s self,
-        pod: &'s Pod,
+    pub fn candidates<'c>(
+        &'c self,
+        pod: &'c Pod,
         strategy: Strategy,
-    ) -> Box<dyn Iterator<Item = usize> + 's> {
+    ) -> Box<dyn Iterator<Item = usize> + 'c> {
         Box::new(
             self.by_strategy(pod, strategy)
                 .filter(move |&n| self.admits(n, pod)),
