@@ -5,6 +5,8 @@
 
 use std::cmp::Reverse;
 
+use kai_policy_compiler::quantity::ResourceKind;
+
 use super::allocate::{Context, Unplaced};
 use super::jobs::request_of;
 use super::placement::{Plan, place_gang};
@@ -139,8 +141,8 @@ impl Context<'_> {
         }
         let for_job = self.jobs[job].key.clone();
         let priority = self.jobs[job].priority;
-        let mut next = |cx: &Self, popped: &[Victim]| {
-            let (victim, pods) = cx.next_in_reverse_job_order(&candidates, popped)?;
+        let mut next = |cx: &Self, _: &[Victim]| {
+            let (victim, pods) = cx.next_in_reverse_job_order(&candidates)?;
             let reason = EvictReason::Preempt {
                 for_job: for_job.clone(),
                 priorities: (cx.jobs[victim].priority, priority),
@@ -218,11 +220,19 @@ impl Context<'_> {
             .pods
             .iter()
             .copied()
-            .filter(|&p| {
-                let pod = &self.snapshot.pods[p];
-                self.slots[p].is_some() && pod.node.is_some() && !pod.terminating
-            })
+            .filter(|&p| self.runs(p))
             .collect()
+    }
+
+    /// Whether some pod of a job runs (see [`Self::running`]).
+    pub(crate) fn is_running(&self, job: usize) -> bool {
+        self.jobs[job].pods.iter().any(|&p| self.runs(p))
+    }
+
+    /// Whether a pod was bound before the cycle, still is, and is not being deleted.
+    fn runs(&self, p: usize) -> bool {
+        let pod = &self.snapshot.pods[p];
+        self.slots[p].is_some() && pod.node.is_some() && !pod.terminating
     }
 
     /// Whether a job got pods placed in this cycle: it is growing, so it is nobody's victim now
@@ -254,45 +264,38 @@ impl Context<'_> {
     pub(crate) fn next_in_reverse_job_order(
         &self,
         candidates: &[(usize, bool)],
-        popped: &[Victim],
     ) -> Option<(usize, Vec<usize>)> {
-        let left = |v: usize| -> Vec<usize> {
-            let mut pods = self.running(v);
-            pods.retain(|p| !popped.iter().any(|u| u.job == v && u.pods.contains(p)));
-            pods
-        };
-        candidates
+        // Victims popped so far are released already: their pods hold no slot, so they count
+        // neither as running nor as active here.
+        let (v, active) = candidates
             .iter()
             .filter_map(|&(v, protected)| {
-                let pods = left(v);
+                let active = self.active_count(v);
                 let min = self.jobs[v].min_member as usize;
-                let active = self.active(v).len() - (self.running(v).len() - pods.len());
-                if pods.is_empty() || (protected && active <= min) {
+                if !self.is_running(v) || (protected && active <= min) {
                     return None;
                 }
-                Some((v, pods, active))
+                Some((v, active))
             })
-            .max_by_key(|(v, _, active)| {
-                let j = &self.jobs[*v];
+            .max_by_key(|&(v, active)| {
+                let j = &self.jobs[v];
                 (
                     Reverse(j.priority),
                     active.cmp(&(j.min_member as usize)),
                     j.created,
-                    *v,
+                    v,
                 )
-            })
-            .map(|(v, mut pods, active)| {
-                if active > self.jobs[v].min_member as usize {
-                    pods.sort_by_key(|&p| {
-                        let pod = &self.snapshot.pods[p];
-                        (pod.started, pod.created, p)
-                    });
-                    let newest = pods.pop().into_iter().collect();
-                    (v, newest)
-                } else {
-                    (v, pods)
-                }
-            })
+            })?;
+        let mut pods = self.running(v);
+        if active > self.jobs[v].min_member as usize {
+            pods.sort_by_key(|&p| {
+                let pod = &self.snapshot.pods[p];
+                (pod.started, pod.created, p)
+            });
+            let newest = pods.pop().into_iter().collect();
+            return Some((v, newest));
+        }
+        Some((v, pods))
     }
 
     /// Releases victims one unit at a time, each from `next(context, released so far)`, until
@@ -375,18 +378,32 @@ impl Context<'_> {
         let last = released.pop();
         let mut needed = Vec::with_capacity(released.len() + 1);
         for (v, freed) in released {
-            self.give_back(&slots);
             self.restore(&v, &freed);
-            let fewer = self
-                .admission(job, leaf, &request)
-                .ok()
-                .and_then(|()| place_gang(self.state, self.snapshot, pending, plan).ok());
+            // Where the victim fits back beside the gang as it is placed, the gang keeps its
+            // place; otherwise it is placed again without the victim's room.
+            let fits_back = freed
+                .iter()
+                .all(|(_, slot)| self.state.overdrawn(slot.node) == Some(false));
+            if fits_back && self.admission(job, leaf, &request).is_ok() {
+                continue;
+            }
+            self.give_back(&slots);
+            // Not worth trying when the free room left in the whole cluster is too small.
+            let room = self.state.free_total();
+            let may_fit = ResourceKind::ALL
+                .into_iter()
+                .all(|k| room.get(k) >= request.get(k));
+            let fewer = (may_fit && self.admission(job, leaf, &request).is_ok())
+                .then(|| place_gang(self.state, self.snapshot, pending, plan).ok())
+                .flatten();
             match fewer {
                 Some(fewer) => slots = fewer,
                 None => {
+                    // Without the victim the state is the one the gang's slots were found in.
                     self.release(&v);
-                    slots =
-                        place_gang(self.state, self.snapshot, pending, plan).unwrap_or_default();
+                    for (p, slot) in &slots {
+                        self.state.take(slot, &self.snapshot.pods[*p]);
+                    }
                     needed.push((v, freed));
                 }
             }

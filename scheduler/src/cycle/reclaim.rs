@@ -384,7 +384,7 @@ impl Context<'_> {
         {
             let found = if self.policy.queues[c].is_leaf() {
                 let mine = candidates.by_leaf.get(&c).map_or(&[][..], Vec::as_slice);
-                self.next_in_reverse_job_order(mine, popped).map(|unit| {
+                self.next_in_reverse_job_order(mine).map(|unit| {
                     let earlier = popped
                         .iter()
                         .filter(|v| self.jobs[v.job].queue == Ok(c))

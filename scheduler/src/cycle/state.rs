@@ -8,6 +8,15 @@ use kai_policy_compiler::model::Strategy;
 use super::filters;
 use crate::cluster::{Amounts, HostPort, Node, Pod, PodAffinityTerm, Snapshot};
 
+/// `a + sign * b`, per resource.
+fn add(a: Amounts, b: Amounts, sign: i64) -> Amounts {
+    Amounts {
+        gpu: a.gpu + sign * b.gpu,
+        cpu: a.cpu + sign * b.cpu,
+        memory: a.memory + sign * b.memory,
+    }
+}
+
 /// Thousandths of a GPU in one device.
 pub const DEVICE: i64 = 1000;
 
@@ -57,6 +66,8 @@ pub struct ClusterState<'s> {
     by_cpu: BTreeSet<(i64, usize)>,
     /// Schedulable nodes by (free GPU thousandths, index): where fractional pods look.
     by_free_gpu: BTreeSet<(i64, usize)>,
+    /// What is free on all schedulable nodes together.
+    free_total: Amounts,
 }
 
 impl<'s> ClusterState<'s> {
@@ -93,7 +104,13 @@ impl<'s> ClusterState<'s> {
             by_gpu: BTreeSet::new(),
             by_cpu: BTreeSet::new(),
             by_free_gpu: BTreeSet::new(),
+            free_total: Amounts::default(),
         };
+        for (n, node) in snapshot.nodes.iter().enumerate() {
+            if state.schedulable[n] {
+                state.free_total = add(state.free_total, node.allocatable, 1);
+            }
+        }
         let index: std::collections::HashMap<&str, usize> = snapshot
             .nodes
             .iter()
@@ -153,6 +170,11 @@ impl<'s> ClusterState<'s> {
         }
     }
 
+    /// What is free on all schedulable nodes together.
+    pub fn free_total(&self) -> Amounts {
+        self.free_total
+    }
+
     /// Free amounts of a node.
     pub fn free(&self, node: usize) -> Amounts {
         self.nodes[node].free
@@ -191,6 +213,9 @@ impl<'s> ClusterState<'s> {
 
     /// Takes (`sign = -1`) or gives back (`sign = 1`) what a pod holds.
     fn apply(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
+        if self.schedulable[slot.node] {
+            self.free_total = add(self.free_total, pod.request, sign);
+        }
         let n = &mut self.nodes[slot.node];
         n.free.cpu += sign * pod.request.cpu;
         n.free.memory += sign * pod.request.memory;
@@ -228,6 +253,30 @@ impl<'s> ClusterState<'s> {
                 on.swap_remove(i);
             }
         }
+    }
+
+    /// Whether a node has given more than it has in some resource, device, pod slot or host
+    /// port; `None` in a cycle whose pods use inter-pod terms, which this cannot judge (callers
+    /// then place again instead).
+    pub fn overdrawn(&self, node: usize) -> Option<bool> {
+        if self.residents.is_some() {
+            return None;
+        }
+        let n = &self.nodes[node];
+        let ports_collide = n
+            .ports
+            .iter()
+            .enumerate()
+            .any(|(i, a)| n.ports[i + 1..].iter().any(|b| ports_collide(a, b)));
+        Some(
+            n.free.cpu < 0
+                || n.free.memory < 0
+                || n.free.gpu < 0
+                || n.pod_slots < 0
+                || n.devices.iter().any(|&d| d < 0)
+                || n.extended.values().any(|&v| v < 0)
+                || ports_collide,
+        )
     }
 
     /// Places a pod on a slot.
