@@ -19,12 +19,14 @@
 //! - a victim inside its reclaim min-runtime, resolved at the lowest common ancestor
 //!   (`resolveReclaimMinRuntimeLCA`), is kept (an elastic one keeps its minimum).
 
+use std::collections::HashMap;
+
 use kai_policy_compiler::model::PerResource;
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
 use super::evict::Victim;
-use super::jobs::{request_of, sum_requests};
+use super::jobs::request_of;
 use super::kai::{Quantities, Share, Side, add, each, less_equal, quantities};
 use crate::decision::EvictReason;
 
@@ -38,6 +40,9 @@ struct Candidates {
     /// Whether a job was left out only because its min-runtime protects it.
     protected_left_out: bool,
 }
+
+/// Each leaf's next victim unit, worked out once and again only after a victim leaves it.
+type Heads = HashMap<usize, Option<(usize, Vec<usize>)>>;
 
 impl Context<'_> {
     /// Reclaim pass: for each job still unplaced, evict from other queues as KAI allows.
@@ -106,8 +111,17 @@ impl Context<'_> {
         let for_job = self.jobs[job].key.clone();
         let by_queue = self.policy.queues[leaf].name.clone();
         let mut excluded: Vec<usize> = Vec::new();
+        let mut heads = Heads::new();
+        let mut seen = 0;
         let mut next = |cx: &Self, popped: &[Victim]| loop {
-            let (job, pods) = cx.next_reclaim_victim(&candidates, &excluded, popped)?;
+            // Only the leaves victims were just taken from have a new head.
+            for v in &popped[seen..] {
+                if let Ok(q) = cx.jobs[v.job].queue {
+                    heads.remove(&q);
+                }
+            }
+            seen = popped.len();
+            let (job, pods) = cx.next_reclaim_victim(&candidates, &excluded, popped, &mut heads)?;
             let vq = *cx.jobs[job].queue.as_ref().ok()?;
             let (mine, theirs) = cx.leveled(leaf, vq);
             if !cx.fits_reclaim_strategy(mine, theirs, &request) {
@@ -162,7 +176,7 @@ impl Context<'_> {
             protected_left_out: false,
         };
         for &v in pool {
-            if self.growing(v) || self.running(v).is_empty() {
+            if self.growing(v) || !self.is_running(v) {
                 continue;
             }
             let Some(vq) = self.jobs[v].queue.clone().ok().filter(|&vq| vq != leaf) else {
@@ -251,6 +265,7 @@ impl Context<'_> {
         preemptible: bool,
         victims: &[Victim],
     ) -> bool {
+        let freed = self.freed_by_queue(victims);
         let mut at = Some(leaf);
         while let Some(r) = at {
             let parent = self.policy.queues[r].parent;
@@ -263,7 +278,7 @@ impl Context<'_> {
                     .collect(),
             };
             for s in siblings.into_iter().filter(|&s| s != r) {
-                let taken = self.victims_under(s, victims);
+                let taken = freed[s];
                 if taken == Quantities::default() {
                     continue;
                 }
@@ -296,25 +311,21 @@ impl Context<'_> {
         true
     }
 
-    /// What the victims in `queue`'s subtree hold.
-    fn victims_under(&self, queue: usize, victims: &[Victim]) -> Quantities {
-        let under = victims
-            .iter()
-            .filter(|v| matches!(self.jobs[v.job].queue, Ok(vq) if self.is_under(vq, queue)))
-            .flat_map(|v| v.pods.iter().copied());
-        quantities(&sum_requests(self.snapshot, under))
-    }
-
-    /// Whether `queue` is `ancestor` or below it.
-    fn is_under(&self, queue: usize, ancestor: usize) -> bool {
-        let mut at = Some(queue);
-        while let Some(q) = at {
-            if q == ancestor {
-                return true;
+    /// What victims free, per queue (a parent counts its whole subtree).
+    fn freed_by_queue(&self, victims: &[Victim]) -> Vec<Quantities> {
+        let mut freed = vec![Quantities::default(); self.policy.queues.len()];
+        for v in victims {
+            let Ok(vq) = self.jobs[v.job].queue else {
+                continue;
+            };
+            let amounts = quantities(&request_of(self.snapshot, &v.pods));
+            let mut at = Some(vq);
+            while let Some(q) = at {
+                freed[q] = add(&freed[q], &amounts);
+                at = self.policy.queues[q].parent;
             }
-            at = self.policy.queues[q].parent;
         }
-        false
+        freed
     }
 
     /// The queues from the top of the tree down to `queue`.
@@ -359,11 +370,13 @@ impl Context<'_> {
         candidates: &Candidates,
         excluded: &[usize],
         popped: &[Victim],
+        heads: &mut Heads,
     ) -> Option<(usize, Vec<usize>)> {
         let roots: Vec<usize> = (0..self.policy.queues.len())
             .filter(|&q| self.policy.queues[q].parent.is_none())
             .collect();
-        self.last_victim_queue(&roots, candidates, excluded, popped)
+        let released = self.freed_by_queue(popped);
+        self.last_victim_queue(&roots, candidates, excluded, &released, heads)
             .map(|(_, unit, _)| unit)
     }
 
@@ -375,7 +388,8 @@ impl Context<'_> {
         siblings: &[usize],
         candidates: &Candidates,
         excluded: &[usize],
-        popped: &[Victim],
+        released: &[Quantities],
+        heads: &mut Heads,
     ) -> Option<(usize, (usize, Vec<usize>), Quantities)> {
         let mut last: Option<(Side, (usize, (usize, Vec<usize>), Quantities))> = None;
         for &c in siblings
@@ -384,20 +398,22 @@ impl Context<'_> {
         {
             let found = if self.policy.queues[c].is_leaf() {
                 let mine = candidates.by_leaf.get(&c).map_or(&[][..], Vec::as_slice);
-                self.next_in_reverse_job_order(mine).map(|unit| {
-                    let earlier = popped
-                        .iter()
-                        .filter(|v| self.jobs[v.job].queue == Ok(c))
-                        .flat_map(|v| v.pods.iter().copied());
-                    let freed = sum_requests(self.snapshot, unit.1.iter().copied().chain(earlier));
-                    (c, unit, quantities(&freed))
+                let head = heads
+                    .entry(c)
+                    .or_insert_with(|| self.next_in_reverse_job_order(mine))
+                    .clone();
+                head.map(|unit| {
+                    let unit_frees = quantities(&request_of(self.snapshot, &unit.1));
+                    let freed = add(&unit_frees, &released[c]);
+                    (c, unit, freed)
                 })
             } else {
                 self.last_victim_queue(
                     &self.policy.queues[c].children,
                     candidates,
                     excluded,
-                    popped,
+                    released,
+                    heads,
                 )
             };
             let Some(found) = found else { continue };
@@ -407,7 +423,7 @@ impl Context<'_> {
             let side = Side {
                 queue: c,
                 job: Quantities::default(),
-                victims: minus_released(&found.2, popped, self, c),
+                victims: minus(&found.2, &released[c]),
             };
             if last
                 .as_ref()
@@ -423,20 +439,14 @@ impl Context<'_> {
 /// KAI's `relcaimerSaturationMultiplier` default.
 const SATURATION_MULTIPLIER: f64 = 1.0;
 
-/// The victims' amount to subtract from `queue`'s allocation in the comparison. KAI subtracts
-/// the leaf's popped victims and its next one from an allocation that still holds them all;
-/// here every popped victim under `queue` is already released, so those are added back.
-fn minus_released(
-    freed: &Quantities,
-    popped: &[Victim],
-    cx: &Context<'_>,
-    queue: usize,
-) -> Quantities {
-    let released = cx.victims_under(queue, popped);
+/// `a - b` per resource. In the victim queues' comparison, KAI subtracts a leaf's popped victims
+/// and its next one from an allocation that still holds them all; here every popped victim is
+/// already released, so only what they free beyond that is subtracted.
+fn minus(a: &Quantities, b: &Quantities) -> Quantities {
     PerResource {
-        gpu: freed.gpu - released.gpu,
-        cpu: freed.cpu - released.cpu,
-        memory: freed.memory - released.memory,
+        gpu: a.gpu - b.gpu,
+        cpu: a.cpu - b.cpu,
+        memory: a.memory - b.memory,
     }
 }
 
