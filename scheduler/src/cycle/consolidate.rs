@@ -8,7 +8,7 @@ use kai_policy_compiler::model::Strategy;
 
 use super::allocate::{Context, Unplaced};
 use super::jobs::request_of;
-use super::placement::{Plan, place_gang};
+use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 use crate::decision::{Decision, EvictReason};
 
@@ -81,7 +81,7 @@ impl Context<'_> {
         }
         let mut moves: Vec<(usize, Slot, Slot)> = Vec::new();
         while moves.len() <= MAX_MOVES {
-            if let Ok(slots) = place_gang(self.state, self.snapshot, &pending, &plan) {
+            if let Some(slots) = try_place_gang(self.state, self.snapshot, &pending, &plan) {
                 let for_job = self.jobs[job].key.clone();
                 for (p, from, to) in moves {
                     let to_node = self.snapshot.nodes[to.node].name.clone();

@@ -9,7 +9,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
 use super::jobs::request_of;
-use super::placement::{Plan, place_gang};
+use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 use crate::cluster::Time;
 use crate::decision::{Decision, EvictReason, Reason};
@@ -326,7 +326,7 @@ impl Context<'_> {
             if self.admission(job, leaf, &request).is_err() {
                 continue;
             }
-            let Ok(slots) = place_gang(self.state, self.snapshot, pending, &plan) else {
+            let Some(slots) = try_place_gang(self.state, self.snapshot, pending, &plan) else {
                 continue;
             };
             let (slots, needed) = self.keep_unneeded(job, leaf, pending, &plan, slots, released);
@@ -394,7 +394,7 @@ impl Context<'_> {
                 .into_iter()
                 .all(|k| room.get(k) >= request.get(k));
             let fewer = (may_fit && self.admission(job, leaf, &request).is_ok())
-                .then(|| place_gang(self.state, self.snapshot, pending, plan).ok())
+                .then(|| try_place_gang(self.state, self.snapshot, pending, plan))
                 .flatten();
             match fewer {
                 Some(fewer) => slots = fewer,

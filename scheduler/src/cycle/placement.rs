@@ -59,6 +59,27 @@ pub fn place_gang(
     pods: &[usize],
     plan: &Plan,
 ) -> Result<Vec<(usize, Slot)>, Reason> {
+    place(state, snapshot, pods, plan, true)
+}
+
+/// [`place_gang`] for callers that only ask whether the gang fits: a failure is not explained
+/// (working out why scans every node).
+pub fn try_place_gang(
+    state: &mut ClusterState,
+    snapshot: &Snapshot,
+    pods: &[usize],
+    plan: &Plan,
+) -> Option<Vec<(usize, Slot)>> {
+    place(state, snapshot, pods, plan, false).ok()
+}
+
+fn place(
+    state: &mut ClusterState,
+    snapshot: &Snapshot,
+    pods: &[usize],
+    plan: &Plan,
+    explain: bool,
+) -> Result<Vec<(usize, Slot)>, Reason> {
     // Largest pods first: they are the hardest to fit.
     let mut order = pods.to_vec();
     order.sort_by_key(|&p| {
@@ -69,7 +90,7 @@ pub fn place_gang(
         )
     });
     let Some(label) = plan.required.or(plan.preferred) else {
-        return attempt(state, snapshot, &order, plan, None);
+        return attempt(state, snapshot, &order, plan, None, explain);
     };
     // Domains of the label, tried fullest first for binpack and emptiest first for spread.
     let mut domains: BTreeMap<&str, (i64, Vec<usize>)> = BTreeMap::new();
@@ -87,7 +108,7 @@ pub fn place_gang(
     }
     for (value, _) in ordered {
         let members: HashSet<usize> = domains[value].1.iter().copied().collect();
-        if let Ok(slots) = attempt(state, snapshot, &order, plan, Some(&members)) {
+        if let Ok(slots) = attempt(state, snapshot, &order, plan, Some(&members), explain) {
             return Ok(slots);
         }
     }
@@ -97,7 +118,7 @@ pub fn place_gang(
             pods: pods.len() as u32,
         });
     }
-    attempt(state, snapshot, &order, plan, None)
+    attempt(state, snapshot, &order, plan, None, explain)
 }
 
 /// One try, inside a domain or anywhere; on failure everything taken is given back, and the
@@ -109,6 +130,7 @@ fn attempt(
     order: &[usize],
     plan: &Plan,
     domain: Option<&HashSet<usize>>,
+    explain: bool,
 ) -> Result<Vec<(usize, Slot)>, Reason> {
     let mut placed: Vec<(usize, Slot)> = Vec::with_capacity(order.len());
     let mut gpus_on: HashMap<usize, i64> = HashMap::new();
@@ -122,7 +144,14 @@ fn attempt(
                 placed.push((p, slot));
             }
             None => {
-                let reason = no_fit(state, pod);
+                let reason = if explain {
+                    no_fit(state, pod)
+                } else {
+                    Reason::NoNodeFits {
+                        nodes: state.len() as u32,
+                        found: Vec::new(),
+                    }
+                };
                 for (q, slot) in placed.iter().rev() {
                     state.release(slot, &snapshot.pods[*q]);
                 }

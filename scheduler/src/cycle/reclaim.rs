@@ -41,6 +41,9 @@ struct Candidates {
     protected_left_out: bool,
 }
 
+/// Jobs reclaim may take from (preemptible, running), by leaf queue.
+type Pool = std::collections::BTreeMap<usize, Vec<usize>>;
+
 /// Each leaf's next victim unit, worked out once and again only after a victim leaves it.
 type Heads = HashMap<usize, Option<(usize, Vec<usize>)>>;
 
@@ -50,9 +53,12 @@ impl Context<'_> {
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
         // Jobs that could be victims at all: preemptible, running (re-checked as victims go).
-        let pool: Vec<usize> = (0..self.jobs.len())
-            .filter(|&v| self.jobs[v].preemptible && !self.running(v).is_empty())
-            .collect();
+        let mut pool = Pool::new();
+        for v in (0..self.jobs.len()).filter(|&v| self.jobs[v].preemptible && self.is_running(v)) {
+            if let Ok(q) = self.jobs[v].queue {
+                pool.entry(q).or_default().push(v);
+            }
+        }
         let mut failed = super::evict::FailedJobs::default();
         for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
@@ -99,7 +105,7 @@ impl Context<'_> {
         job: usize,
         leaf: usize,
         request: &Quantities,
-        pool: &[usize],
+        pool: &Pool,
         honour_min_runtime: bool,
     ) -> (bool, bool) {
         let pending = self.gang_core(job);
@@ -167,7 +173,7 @@ impl Context<'_> {
         &self,
         leaf: usize,
         request: &Quantities,
-        pool: &[usize],
+        pool: &Pool,
         honour_min_runtime: bool,
     ) -> Candidates {
         let mut found = Candidates {
@@ -175,34 +181,33 @@ impl Context<'_> {
             in_subtree: vec![false; self.policy.queues.len()],
             protected_left_out: false,
         };
-        for &v in pool {
-            if self.growing(v) || !self.is_running(v) {
-                continue;
-            }
-            let Some(vq) = self.jobs[v].queue.clone().ok().filter(|&vq| vq != leaf) else {
-                continue;
-            };
+        for (&vq, jobs) in pool.iter().filter(|&(&vq, _)| vq != leaf) {
             let (mine, theirs) = self.leveled(leaf, vq);
             if !self.victim_side_eligible(mine, theirs, request) {
                 continue;
             }
             let min = self.reclaim_min_runtime(leaf, vq);
-            let protected = self.protected_until(v, min).is_some();
-            if protected && !self.is_elastic(v) {
-                found.protected_left_out = true;
-                if honour_min_runtime {
+            for &v in jobs {
+                if self.growing(v) || !self.is_running(v) {
                     continue;
                 }
-            }
-            found
-                .by_leaf
-                .entry(vq)
-                .or_default()
-                .push((v, protected && honour_min_runtime));
-            let mut at = Some(vq);
-            while let Some(q) = at {
-                found.in_subtree[q] = true;
-                at = self.policy.queues[q].parent;
+                let protected = self.protected_until(v, min).is_some();
+                if protected && !self.is_elastic(v) {
+                    found.protected_left_out = true;
+                    if honour_min_runtime {
+                        continue;
+                    }
+                }
+                found
+                    .by_leaf
+                    .entry(vq)
+                    .or_default()
+                    .push((v, protected && honour_min_runtime));
+                let mut at = Some(vq);
+                while let Some(q) = at {
+                    found.in_subtree[q] = true;
+                    at = self.policy.queues[q].parent;
+                }
             }
         }
         found
