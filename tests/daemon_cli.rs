@@ -229,6 +229,30 @@ fn a_watched_checkout_reloads_rejects_and_serves_metrics_then_stops_on_sigterm()
         p["digest"].as_str().unwrap()
     );
     assert_eq!(metric(&metrics, &info), Some(1.0), "{metrics}");
+    // Each step of the cycle has its own series beside the whole cycle's, one observation per
+    // cycle so far (a scrape may fall between the two updates of one cycle).
+    let cycles = metric(
+        &metrics,
+        "kai_cycle_duration_seconds_count{action=\"cycle\"}",
+    )
+    .expect("the whole cycle's series");
+    for action in [
+        "fair-share",
+        "allocate",
+        "consolidation",
+        "reclaim",
+        "preempt",
+        "stalegangeviction",
+    ] {
+        let steps = metric(
+            &metrics,
+            &format!("kai_cycle_duration_seconds_count{{action=\"{action}\"}}"),
+        );
+        assert!(
+            steps.is_some_and(|n| n >= 1.0 && (cycles - n).abs() <= 1.0),
+            "{action}: {steps:?} for {cycles} cycles in\n{metrics}"
+        );
+    }
     // The example's first cycle (as `simulate` prints it): vision-team's three sweep pods are
     // reclaimed for llm-team's gang, and eval-3 is preempted by chat-serve-5. Evicted pods then
     // terminate for 30 simulated seconds (3 s at --speed 10) and are never evicted twice.

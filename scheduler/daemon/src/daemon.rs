@@ -442,6 +442,7 @@ impl LoopState {
                 decisions: &result.decisions,
                 shares: &result.shares,
                 allocated: &result.allocated,
+                timings: &result.timings,
             },
         );
         let Counts {

@@ -66,7 +66,7 @@ impl Metrics {
         };
         registry.register(
             "cycle_duration_seconds",
-            "Wall time of scheduling cycles, by action (`cycle`: the whole cycle)",
+            "Wall time of scheduling cycles (`action=\"cycle\"`) and of each step in them (fair-share, allocate, consolidation, reclaim, preempt, stalegangeviction)",
             m.cycle_seconds.clone(),
         );
         registry.register(
@@ -174,6 +174,11 @@ impl Metrics {
         self.cycle_seconds
             .get_or_create(&vec![("action", "cycle".to_string())])
             .observe(seconds);
+        for &(action, seconds) in cycle.timings {
+            self.cycle_seconds
+                .get_or_create(&vec![("action", action.to_string())])
+                .observe(seconds);
+        }
         for d in cycle.decisions {
             let kind = match d {
                 Decision::Bind { .. } => "bind",
@@ -254,6 +259,8 @@ pub struct CycleFigures<'a> {
     pub shares: &'a FairShares,
     /// Allocation per queue after it.
     pub allocated: &'a [Amounts],
+    /// Wall time of each of its steps (`CycleResult::timings`).
+    pub timings: &'a [(&'static str, f64)],
 }
 
 /// Per queue: pending jobs and the longest wait among them (seconds since the oldest pod of

@@ -23,6 +23,8 @@ use kai_policy_compiler::fairshare::{self, Demand, FairShares};
 use kai_policy_compiler::model::{PerResource, Policy};
 use kai_policy_compiler::quantity::ResourceKind;
 
+use std::time::Instant;
+
 use crate::cluster::{Amounts, Snapshot, Time};
 use crate::decision::Decision;
 
@@ -52,6 +54,10 @@ pub struct CycleResult {
     /// backend keeps it (KAI: the `kai.scheduler/stale-podgroup-timestamp` annotation) and
     /// gives it back in the next snapshot.
     pub stale_marks: Vec<(String, Option<Time>)>,
+    /// Wall time of each step, in seconds, in the order run: `("fair-share", …)`,
+    /// `("allocate", …)`, then each other action that ran. Only observed, for metrics: the
+    /// decisions never depend on it.
+    pub timings: Vec<(&'static str, f64)>,
 }
 
 /// Per-queue allocation, kept for every queue and its ancestors.
@@ -182,7 +188,15 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             1,
         );
     }
+    let mut timings = Vec::with_capacity(6);
+    let mut clock = Instant::now();
+    let mut lap = |name: &'static str| {
+        let now = Instant::now();
+        timings.push((name, now.duration_since(clock).as_secs_f64()));
+        clock = now;
+    };
     let shares = fairshare::compute(policy, &demand(snapshot, policy, &jobs, &used, usage));
+    lap("fair-share");
     let releasing = (0..snapshot.pods.len())
         .filter(|&p| snapshot.pods[p].terminating && slots[p].is_some())
         .collect();
@@ -202,20 +216,26 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         releasing,
     };
     let mut unplaced = ctx.allocate();
+    lap("allocate");
     if actions.consolidation {
         unplaced = ctx.consolidate(unplaced);
+        lap("consolidation");
     }
     if actions.reclaim {
         unplaced = ctx.reclaim(unplaced);
+        lap("reclaim");
     }
     if actions.preempt {
         unplaced = ctx.preempt(unplaced);
+        lap("preempt");
     }
     for u in unplaced {
         ctx.pending_decision(u.job, u.reason);
     }
     let stale_marks = if actions.stale_gang_eviction {
-        ctx.evict_stale_gangs()
+        let marks = ctx.evict_stale_gangs();
+        lap("stalegangeviction");
+        marks
     } else {
         Vec::new()
     };
@@ -225,6 +245,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         shares,
         allocated: used.all,
         stale_marks,
+        timings,
     }
 }
 
