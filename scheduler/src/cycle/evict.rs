@@ -3,7 +3,7 @@
 //! the placement is nominated (pipelined) onto the room the victims are still releasing. If the
 //! gang never fits, everything is put back. Also preempt and stale-gang eviction.
 
-use std::cmp::Reverse;
+use std::cmp::{Ordering, Reverse};
 
 use kai_policy_compiler::quantity::ResourceKind;
 
@@ -248,13 +248,29 @@ impl Context<'_> {
     /// started (KAI's `LastStartTimestamp`: its earliest running pod's start).
     pub(crate) fn protected_until(&self, job: usize, min: Option<u64>) -> Option<Time> {
         let min = min.filter(|&m| m > 0)?;
-        let started = self
-            .running(job)
-            .iter()
-            .filter_map(|&p| self.snapshot.pods[p].started)
-            .min()?;
-        let until = started.saturating_add(min);
+        let until = self.started(job)?.saturating_add(min);
         (self.now < until).then_some(until)
+    }
+
+    /// When a job started (KAI's `LastStartTimestamp`: its earliest running pod's start).
+    pub(crate) fn started(&self, job: usize) -> Option<Time> {
+        self.jobs[job]
+            .pods
+            .iter()
+            .filter(|&&p| self.runs(p))
+            .filter_map(|&p| self.snapshot.pods[p].started)
+            .min()
+    }
+
+    /// A job's place in KAI's reversed job order: the largest goes first.
+    pub(crate) fn reverse_job_order_key(&self, job: usize) -> (Reverse<i32>, Ordering, Time, usize) {
+        let j = &self.jobs[job];
+        (
+            Reverse(j.priority),
+            self.active_count(job).cmp(&(j.min_member as usize)),
+            j.created,
+            job,
+        )
     }
 
     /// The next victim unit among `candidates` (jobs of one queue, each with whether its
@@ -277,15 +293,7 @@ impl Context<'_> {
                 }
                 Some((v, active))
             })
-            .max_by_key(|&(v, active)| {
-                let j = &self.jobs[v];
-                (
-                    Reverse(j.priority),
-                    active.cmp(&(j.min_member as usize)),
-                    j.created,
-                    v,
-                )
-            })?;
+            .max_by_key(|&(v, _)| self.reverse_job_order_key(v))?;
         let mut pods = self.running(v);
         if active > self.jobs[v].min_member as usize {
             pods.sort_by_key(|&p| {

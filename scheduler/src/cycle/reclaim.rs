@@ -19,6 +19,7 @@
 //! - a victim inside its reclaim min-runtime, resolved at the lowest common ancestor
 //!   (`resolveReclaimMinRuntimeLCA`), is kept (an elastic one keeps its minimum).
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use kai_policy_compiler::model::PerResource;
@@ -28,21 +29,34 @@ use super::allocate::{Context, Unplaced};
 use super::evict::Victim;
 use super::jobs::request_of;
 use super::kai::{Quantities, Share, Side, add, each, less_equal, quantities};
+use crate::cluster::Time;
 use crate::decision::EvictReason;
 
-/// A reclaim candidate: a job, and whether its min-runtime protects its minimum.
-type Candidate = (usize, bool);
-
 /// Reclaim candidates by leaf queue, and every queue with a candidate in its subtree.
-struct Candidates {
-    by_leaf: std::collections::BTreeMap<usize, Vec<Candidate>>,
+struct Candidates<'p> {
+    /// Victim queues the reclaimer may take from, each with its running jobs and the reclaim
+    /// min-runtime that protects them from this reclaimer.
+    by_leaf: std::collections::BTreeMap<usize, (&'p PoolLeaf, Option<u64>)>,
     in_subtree: Vec<bool>,
-    /// Whether a job was left out only because its min-runtime protects it.
+    /// Whether min-runtimes are honoured (off in the dry run that finds out if they block).
+    honour_min_runtime: bool,
+    /// Whether some job may be left out only because its min-runtime protects it.
     protected_left_out: bool,
 }
 
-/// Jobs reclaim may take from (preemptible, running), by leaf queue.
-type Pool = std::collections::BTreeMap<usize, Vec<usize>>;
+/// One queue's jobs that reclaim may take from (preemptible, running when reclaim began).
+#[derive(Debug, Default)]
+struct PoolLeaf {
+    /// In KAI's reversed job order as it stood when reclaim began (next victim first).
+    jobs: Vec<usize>,
+    /// Whether a job can shrink pod by pod: its place in the order then moves as it does.
+    elastic: bool,
+    /// The latest start among the gang jobs (the start a min-runtime counts from).
+    latest_gang_start: Option<Time>,
+}
+
+/// Jobs reclaim may take from, by leaf queue.
+type Pool = std::collections::BTreeMap<usize, PoolLeaf>;
 
 /// Each leaf's next victim unit, worked out once and again only after a victim leaves it.
 type Heads = HashMap<usize, Option<(usize, Vec<usize>)>>;
@@ -53,12 +67,7 @@ impl Context<'_> {
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
         // Jobs that could be victims at all: preemptible, running (re-checked as victims go).
-        let mut pool = Pool::new();
-        for v in (0..self.jobs.len()).filter(|&v| self.jobs[v].preemptible && self.is_running(v)) {
-            if let Ok(q) = self.jobs[v].queue {
-                pool.entry(q).or_default().push(v);
-            }
-        }
+        let pool = self.victim_pool();
         let mut failed = super::evict::FailedJobs::default();
         for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
@@ -169,16 +178,17 @@ impl Context<'_> {
 
     /// The jobs reclaim may take from (KAI's `getReclaimVictimCandidates` with the victim
     /// filters of the proportion and min-runtime plugins).
-    fn reclaim_candidates(
+    fn reclaim_candidates<'p>(
         &self,
         leaf: usize,
         request: &Quantities,
-        pool: &Pool,
+        pool: &'p Pool,
         honour_min_runtime: bool,
-    ) -> Candidates {
+    ) -> Candidates<'p> {
         let mut found = Candidates {
             by_leaf: std::collections::BTreeMap::new(),
             in_subtree: vec![false; self.policy.queues.len()],
+            honour_min_runtime,
             protected_left_out: false,
         };
         for (&vq, jobs) in pool.iter().filter(|&(&vq, _)| vq != leaf) {
@@ -187,30 +197,73 @@ impl Context<'_> {
                 continue;
             }
             let min = self.reclaim_min_runtime(leaf, vq);
-            for &v in jobs {
-                if self.growing(v) || !self.is_running(v) {
-                    continue;
-                }
-                let protected = self.protected_until(v, min).is_some();
-                if protected && !self.is_elastic(v) {
-                    found.protected_left_out = true;
-                    if honour_min_runtime {
-                        continue;
-                    }
-                }
-                found
-                    .by_leaf
-                    .entry(vq)
-                    .or_default()
-                    .push((v, protected && honour_min_runtime));
-                let mut at = Some(vq);
-                while let Some(q) = at {
-                    found.in_subtree[q] = true;
-                    at = self.policy.queues[q].parent;
-                }
+            // A job evicted since reclaim began may still count here: then the dry run that
+            // follows a failure finds min-runtimes were not what stopped it.
+            if let (Some(start), Some(min)) = (jobs.latest_gang_start, min.filter(|&m| m > 0))
+                && self.now < start.saturating_add(min)
+            {
+                found.protected_left_out = true;
+            }
+            found.by_leaf.insert(vq, (jobs, min));
+            let mut at = Some(vq);
+            while let Some(q) = at {
+                found.in_subtree[q] = true;
+                at = self.policy.queues[q].parent;
             }
         }
         found
+    }
+
+    /// The jobs reclaim may take from, by leaf queue, each queue's in KAI's reversed job order.
+    fn victim_pool(&self) -> Pool {
+        let mut pool = Pool::new();
+        for v in (0..self.jobs.len()).filter(|&v| self.jobs[v].preemptible && self.is_running(v)) {
+            let Ok(q) = self.jobs[v].queue else { continue };
+            let leaf = pool.entry(q).or_default();
+            leaf.jobs.push(v);
+            if self.is_elastic(v) {
+                leaf.elastic = true;
+            } else if let Some(start) = self.started(v) {
+                leaf.latest_gang_start = leaf.latest_gang_start.max(Some(start));
+            }
+        }
+        for leaf in pool.values_mut() {
+            leaf.jobs
+                .sort_by_cached_key(|&v| Reverse(self.reverse_job_order_key(v)));
+        }
+        pool
+    }
+
+    /// A leaf's next victim unit: for a queue of gangs, the first job in the order reclaim began
+    /// with that may still go (a gang leaves whole, so the order of the rest holds); where a job
+    /// shrinks pod by pod, the whole queue ranked again.
+    fn leaf_head(
+        &self,
+        jobs: &PoolLeaf,
+        min: Option<u64>,
+        honour_min_runtime: bool,
+    ) -> Option<(usize, Vec<usize>)> {
+        // Whether a job may be a victim, and whether its min-runtime protects its minimum.
+        let eligible = |v: usize| -> Option<bool> {
+            if self.growing(v) || !self.is_running(v) {
+                return None;
+            }
+            let protected = self.protected_until(v, min).is_some();
+            if protected && !self.is_elastic(v) && honour_min_runtime {
+                return None;
+            }
+            Some(protected && honour_min_runtime)
+        };
+        if !jobs.elastic {
+            let v = jobs.jobs.iter().copied().find(|&v| eligible(v).is_some())?;
+            return Some((v, self.running(v)));
+        }
+        let ranked: Vec<(usize, bool)> = jobs
+            .jobs
+            .iter()
+            .filter_map(|&v| eligible(v).map(|protected| (v, protected)))
+            .collect();
+        self.next_in_reverse_job_order(&ranked)
     }
 
     /// KAI's `FilterVictim`, on the two queues where the paths split.
@@ -402,10 +455,12 @@ impl Context<'_> {
             .filter(|&&c| candidates.in_subtree[c] && !excluded.contains(&c))
         {
             let found = if self.policy.queues[c].is_leaf() {
-                let mine = candidates.by_leaf.get(&c).map_or(&[][..], Vec::as_slice);
                 let head = heads
                     .entry(c)
-                    .or_insert_with(|| self.next_in_reverse_job_order(mine))
+                    .or_insert_with(|| {
+                        let (jobs, min) = candidates.by_leaf.get(&c)?;
+                        self.leaf_head(jobs, *min, candidates.honour_min_runtime)
+                    })
                     .clone();
                 head.map(|unit| {
                     let unit_frees = quantities(&request_of(self.snapshot, &unit.1));
