@@ -263,7 +263,10 @@ impl Context<'_> {
     }
 
     /// A job's place in KAI's reversed job order: the largest goes first.
-    pub(crate) fn reverse_job_order_key(&self, job: usize) -> (Reverse<i32>, Ordering, Time, usize) {
+    pub(crate) fn reverse_job_order_key(
+        &self,
+        job: usize,
+    ) -> (Reverse<i32>, Ordering, Time, usize) {
         let j = &self.jobs[job];
         (
             Reverse(j.priority),

@@ -162,16 +162,6 @@ impl Context<'_> {
         }
     }
 
-    /// KAI's queue order between two siblings, each with its best job: `Less` when `l` goes
-    /// first.
-    pub(crate) fn queue_order(&self, l: &Side, r: &Side) -> Ordering {
-        compare_queues(
-            &self.ranked(l),
-            &self.ranked(r),
-            &quantities(&self.capacity),
-        )
-    }
-
     /// A queue and its best job as the queue order compares them.
     pub(crate) fn ranked(&self, s: &Side) -> Ranked {
         Ranked {

@@ -19,8 +19,7 @@
 //! - a victim inside its reclaim min-runtime, resolved at the lowest common ancestor
 //!   (`resolveReclaimMinRuntimeLCA`), is kept (an elastic one keeps its minimum).
 
-use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::cmp::{Ordering, Reverse};
 
 use kai_policy_compiler::model::PerResource;
 use kai_policy_compiler::quantity::ResourceKind;
@@ -28,7 +27,9 @@ use kai_policy_compiler::quantity::ResourceKind;
 use super::allocate::{Context, Unplaced};
 use super::evict::Victim;
 use super::jobs::request_of;
-use super::kai::{Quantities, Share, Side, add, each, less_equal, quantities};
+use super::kai::{
+    Quantities, Ranked, Share, Side, add, compare_queues, each, less_equal, quantities,
+};
 use crate::cluster::Time;
 use crate::decision::EvictReason;
 
@@ -58,8 +59,17 @@ struct PoolLeaf {
 /// Jobs reclaim may take from, by leaf queue.
 type Pool = std::collections::BTreeMap<usize, PoolLeaf>;
 
-/// Each leaf's next victim unit, worked out once and again only after a victim leaves it.
-type Heads = HashMap<usize, Option<(usize, Vec<usize>)>>;
+/// A leaf's next victim unit (a job and the pods that go), and what it frees.
+#[derive(Debug, Clone)]
+struct Head {
+    job: usize,
+    pods: Vec<usize>,
+    frees: Quantities,
+}
+
+/// Each leaf's next victim unit (`Some(None)`: it has none), worked out once and again only
+/// after a victim leaves it; `None` while not worked out.
+type Heads = Vec<Option<Option<Head>>>;
 
 impl Context<'_> {
     /// Reclaim pass: for each job still unplaced, evict from other queues as KAI allows.
@@ -126,13 +136,13 @@ impl Context<'_> {
         let for_job = self.jobs[job].key.clone();
         let by_queue = self.policy.queues[leaf].name.clone();
         let mut excluded: Vec<usize> = Vec::new();
-        let mut heads = Heads::new();
+        let mut heads: Heads = vec![None; self.policy.queues.len()];
         let mut seen = 0;
         let mut next = |cx: &Self, popped: &[Victim]| loop {
             // Only the leaves victims were just taken from have a new head.
             for v in &popped[seen..] {
                 if let Ok(q) = cx.jobs[v.job].queue {
-                    heads.remove(&q);
+                    heads[q] = None;
                 }
             }
             seen = popped.len();
@@ -434,8 +444,9 @@ impl Context<'_> {
             .filter(|&q| self.policy.queues[q].parent.is_none())
             .collect();
         let released = self.freed_by_queue(popped);
-        self.last_victim_queue(&roots, candidates, excluded, &released, heads)
-            .map(|(_, unit, _)| unit)
+        let (leaf, _) = self.last_victim_queue(&roots, candidates, excluded, &released, heads)?;
+        let head = heads[leaf].as_ref()?.as_ref()?;
+        Some((head.job, head.pods.clone()))
     }
 
     /// Among `siblings`, the subtree that comes last in KAI's queue order with its next victim,
@@ -448,25 +459,21 @@ impl Context<'_> {
         excluded: &[usize],
         released: &[Quantities],
         heads: &mut Heads,
-    ) -> Option<(usize, (usize, Vec<usize>), Quantities)> {
-        let mut last: Option<(Side, (usize, (usize, Vec<usize>), Quantities))> = None;
+    ) -> Option<(usize, Quantities)> {
+        let total = quantities(&self.capacity);
+        let mut last: Option<(Ranked, (usize, Quantities))> = None;
         for &c in siblings
             .iter()
             .filter(|&&c| candidates.in_subtree[c] && !excluded.contains(&c))
         {
             let found = if self.policy.queues[c].is_leaf() {
-                let head = heads
-                    .entry(c)
-                    .or_insert_with(|| {
-                        let (jobs, min) = candidates.by_leaf.get(&c)?;
-                        self.leaf_head(jobs, *min, candidates.honour_min_runtime)
-                    })
-                    .clone();
-                head.map(|unit| {
-                    let unit_frees = quantities(&request_of(self.snapshot, &unit.1));
-                    let freed = add(&unit_frees, &released[c]);
-                    (c, unit, freed)
-                })
+                let head = heads[c].get_or_insert_with(|| {
+                    let (jobs, min) = candidates.by_leaf.get(&c)?;
+                    let (job, pods) = self.leaf_head(jobs, *min, candidates.honour_min_runtime)?;
+                    let frees = quantities(&request_of(self.snapshot, &pods));
+                    Some(Head { job, pods, frees })
+                });
+                head.as_ref().map(|h| (c, add(&h.frees, &released[c])))
             } else {
                 self.last_victim_queue(
                     &self.policy.queues[c].children,
@@ -480,16 +487,16 @@ impl Context<'_> {
             // Popped victims are already released from the queues' allocation here; KAI's
             // comparison subtracts them again from an allocation that still holds them, which
             // is the same number.
-            let side = Side {
+            let ranked = self.ranked(&Side {
                 queue: c,
                 job: Quantities::default(),
-                victims: minus(&found.2, &released[c]),
-            };
+                victims: minus(&found.1, &released[c]),
+            });
             if last
                 .as_ref()
-                .is_none_or(|(l, _)| self.queue_order(&side, l) == std::cmp::Ordering::Greater)
+                .is_none_or(|(l, _)| compare_queues(&ranked, l, &total) == Ordering::Greater)
             {
-                last = Some((side, found));
+                last = Some((ranked, found));
             }
         }
         last.map(|(_, found)| found)
