@@ -67,9 +67,34 @@ struct Head {
     frees: Quantities,
 }
 
-/// Each leaf's next victim unit (`Some(None)`: it has none), worked out once and again only
-/// after a victim leaves it; `None` while not worked out.
-type Heads = Vec<Option<Option<Head>>>;
+/// What one reclaim attempt has worked out about its victims, by queue, kept until a victim
+/// leaves the queue's subtree (or the subtree is excluded): `None` while not worked out.
+#[derive(Debug, Clone)]
+struct Heads {
+    /// A leaf's next victim unit (`Some(None)`: it has none).
+    leaf: Vec<Option<Option<Head>>>,
+    /// A parent's last subtree in the queue order: its leaf and what its victims free.
+    parent: Vec<Option<Option<(usize, Quantities)>>>,
+}
+
+impl Heads {
+    fn new(queues: usize) -> Self {
+        Heads {
+            leaf: vec![None; queues],
+            parent: vec![None; queues],
+        }
+    }
+
+    /// Forgets what changes when `queue`'s subtree changes: it and its ancestors.
+    fn forget(&mut self, policy: &kai_policy_compiler::model::Policy, queue: usize) {
+        self.leaf[queue] = None;
+        let mut at = Some(queue);
+        while let Some(q) = at {
+            self.parent[q] = None;
+            at = policy.queues[q].parent;
+        }
+    }
+}
 
 impl Context<'_> {
     /// Reclaim pass: for each job still unplaced, evict from other queues as KAI allows.
@@ -136,13 +161,13 @@ impl Context<'_> {
         let for_job = self.jobs[job].key.clone();
         let by_queue = self.policy.queues[leaf].name.clone();
         let mut excluded: Vec<usize> = Vec::new();
-        let mut heads: Heads = vec![None; self.policy.queues.len()];
+        let mut heads = Heads::new(self.policy.queues.len());
         let mut seen = 0;
         let mut next = |cx: &Self, popped: &[Victim]| loop {
-            // Only the leaves victims were just taken from have a new head.
+            // Only the subtrees victims were just taken from rank differently.
             for v in &popped[seen..] {
                 if let Ok(q) = cx.jobs[v.job].queue {
-                    heads[q] = None;
+                    heads.forget(cx.policy, q);
                 }
             }
             seen = popped.len();
@@ -152,6 +177,7 @@ impl Context<'_> {
             if !cx.fits_reclaim_strategy(mine, theirs, &request) {
                 // What that side holds only shrinks as victims go: none of it can go now.
                 excluded.push(theirs);
+                heads.forget(cx.policy, theirs);
                 continue;
             }
             let reason = EvictReason::Reclaim {
@@ -445,7 +471,7 @@ impl Context<'_> {
             .collect();
         let released = self.freed_by_queue(popped);
         let (leaf, _) = self.last_victim_queue(&roots, candidates, excluded, &released, heads)?;
-        let head = heads[leaf].as_ref()?.as_ref()?;
+        let head = heads.leaf[leaf].as_ref()?.as_ref()?;
         Some((head.job, head.pods.clone()))
     }
 
@@ -467,21 +493,25 @@ impl Context<'_> {
             .filter(|&&c| candidates.in_subtree[c] && !excluded.contains(&c))
         {
             let found = if self.policy.queues[c].is_leaf() {
-                let head = heads[c].get_or_insert_with(|| {
+                let head = heads.leaf[c].get_or_insert_with(|| {
                     let (jobs, min) = candidates.by_leaf.get(&c)?;
                     let (job, pods) = self.leaf_head(jobs, *min, candidates.honour_min_runtime)?;
                     let frees = quantities(&request_of(self.snapshot, &pods));
                     Some(Head { job, pods, frees })
                 });
                 head.as_ref().map(|h| (c, add(&h.frees, &released[c])))
+            } else if let Some(known) = heads.parent[c] {
+                known
             } else {
-                self.last_victim_queue(
+                let found = self.last_victim_queue(
                     &self.policy.queues[c].children,
                     candidates,
                     excluded,
                     released,
                     heads,
-                )
+                );
+                heads.parent[c] = Some(found);
+                found
             };
             let Some(found) = found else { continue };
             // Popped victims are already released from the queues' allocation here; KAI's
