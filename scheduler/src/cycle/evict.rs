@@ -107,6 +107,13 @@ impl Context<'_> {
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         let mut still = Vec::new();
         let mut failed = FailedJobs::default();
+        // Preempt only looks inside a queue: its jobs, listed once.
+        let mut by_queue: Vec<Vec<usize>> = vec![Vec::new(); self.policy.queues.len()];
+        for (j, job) in self.jobs.iter().enumerate() {
+            if let Ok(q) = job.queue {
+                by_queue[q].push(j);
+            }
+        }
         for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
@@ -115,12 +122,13 @@ impl Context<'_> {
                 still.push(u);
                 continue;
             }
-            if !self.try_preempt(u.job, leaf, true) {
+            let mates = &by_queue[leaf];
+            if !self.try_preempt(u.job, leaf, mates, true) {
                 failed.record(self, u.job, leaf);
                 let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
                 if let Some(reason) = self.min_runtime_blocks(
                     "preempt",
-                    |cx| cx.try_preempt(u.job, leaf, false),
+                    |cx| cx.try_preempt(u.job, leaf, mates, false),
                     |_, _| min,
                 ) {
                     u.reason = reason;
@@ -133,9 +141,15 @@ impl Context<'_> {
 
     /// One preempt attempt for a job; `honour_min_runtime: false` is the dry run that finds out
     /// whether min-runtimes are what stops it.
-    fn try_preempt(&mut self, job: usize, leaf: usize, honour_min_runtime: bool) -> bool {
+    fn try_preempt(
+        &mut self,
+        job: usize,
+        leaf: usize,
+        mates: &[usize],
+        honour_min_runtime: bool,
+    ) -> bool {
         let pending = self.gang_core(job);
-        let candidates = self.preempt_candidates(job, leaf, honour_min_runtime);
+        let candidates = self.preempt_candidates(job, leaf, mates, honour_min_runtime);
         if candidates.is_empty() || pending.is_empty() {
             return false;
         }
@@ -163,14 +177,17 @@ impl Context<'_> {
         &self,
         job: usize,
         leaf: usize,
+        mates: &[usize],
         honour_min_runtime: bool,
     ) -> Vec<(usize, bool)> {
         let priority = self.jobs[job].priority;
         let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
-        (0..self.jobs.len())
-            .filter(|&v| v != job && self.jobs[v].queue == Ok(leaf))
+        mates
+            .iter()
+            .copied()
+            .filter(|&v| v != job)
             .filter(|&v| self.jobs[v].preemptible && self.jobs[v].priority < priority)
-            .filter(|&v| !self.running(v).is_empty() && !self.growing(v))
+            .filter(|&v| self.is_running(v) && !self.growing(v))
             .filter_map(|v| {
                 let protected = honour_min_runtime && self.protected_until(v, min).is_some();
                 (!protected || self.is_elastic(v)).then_some((v, protected))

@@ -162,16 +162,30 @@ impl Context<'_> {
         let by_queue = self.policy.queues[leaf].name.clone();
         let mut excluded: Vec<usize> = Vec::new();
         let mut heads = Heads::new(self.policy.queues.len());
+        let roots: Vec<usize> = (0..self.policy.queues.len())
+            .filter(|&q| self.policy.queues[q].parent.is_none())
+            .collect();
+        // What the victims popped so far free, per queue (a parent counts its subtree).
+        let mut released = vec![Quantities::default(); self.policy.queues.len()];
         let mut seen = 0;
         let mut next = |cx: &Self, popped: &[Victim]| loop {
             // Only the subtrees victims were just taken from rank differently.
             for v in &popped[seen..] {
                 if let Ok(q) = cx.jobs[v.job].queue {
                     heads.forget(cx.policy, q);
+                    let frees = quantities(&request_of(cx.snapshot, &v.pods));
+                    let mut at = Some(q);
+                    while let Some(a) = at {
+                        released[a] = add(&released[a], &frees);
+                        at = cx.policy.queues[a].parent;
+                    }
                 }
             }
             seen = popped.len();
-            let (job, pods) = cx.next_reclaim_victim(&candidates, &excluded, popped, &mut heads)?;
+            let (from, _) =
+                cx.last_victim_queue(&roots, &candidates, &excluded, &released, &mut heads)?;
+            let head = heads.leaf[from].as_ref()?.as_ref()?;
+            let (job, pods) = (head.job, head.pods.clone());
             let vq = *cx.jobs[job].queue.as_ref().ok()?;
             let (mine, theirs) = cx.leveled(leaf, vq);
             if !cx.fits_reclaim_strategy(mine, theirs, &request) {
@@ -457,27 +471,9 @@ impl Context<'_> {
         self.policy.queues[theirs].min_runtime.reclaim.map(|d| d.0)
     }
 
-    /// The next victim unit in KAI's reversed queue order over the tree, re-ranked with the
-    /// victims popped so far; `excluded` are sides no victim may come from any more.
-    fn next_reclaim_victim(
-        &self,
-        candidates: &Candidates,
-        excluded: &[usize],
-        popped: &[Victim],
-        heads: &mut Heads,
-    ) -> Option<(usize, Vec<usize>)> {
-        let roots: Vec<usize> = (0..self.policy.queues.len())
-            .filter(|&q| self.policy.queues[q].parent.is_none())
-            .collect();
-        let released = self.freed_by_queue(popped);
-        let (leaf, _) = self.last_victim_queue(&roots, candidates, excluded, &released, heads)?;
-        let head = heads.leaf[leaf].as_ref()?.as_ref()?;
-        Some((head.job, head.pods.clone()))
-    }
-
-    /// Among `siblings`, the subtree that comes last in KAI's queue order with its next victim,
-    /// and that victim: `(leaf, (job, pods), what the leaf's victims would free)`.
-    #[allow(clippy::type_complexity)]
+    /// Among `siblings`, the subtree that comes last in KAI's reversed queue order, re-ranked
+    /// with the victims popped so far (`released`), skipping `excluded` sides: the leaf whose
+    /// next victim goes (its unit is in `heads`) and what that leaf's victims would free.
     fn last_victim_queue(
         &self,
         siblings: &[usize],
