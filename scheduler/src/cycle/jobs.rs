@@ -1,6 +1,6 @@
 //! Jobs: pods grouped into gangs, each resolved to its leaf queue and its priority.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use kai_policy_compiler::model::{Policy, PriorityClass};
 
@@ -53,10 +53,10 @@ type JobKey<'s> = (&'s str, &'s str, bool);
 /// Groups the snapshot's pods into jobs, in a stable order (namespace, then name). Pods of
 /// other schedulers are no job: they only hold their node's resources.
 pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
-    let nodes: std::collections::HashSet<&str> =
-        snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
+    let nodes: FxHashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     // Grouped by borrowed keys, then sorted: the jobs come in (namespace, name) order.
-    let mut by_key: HashMap<JobKey, Vec<usize>> = HashMap::new();
+    let mut by_key: HashMap<JobKey, Vec<usize>> = HashMap::default();
+    by_key.reserve(snapshot.pods.len() / 4);
     for (i, pod) in snapshot.pods.iter().enumerate().filter(|(_, p)| !p.foreign) {
         let key = match &pod.group {
             Some(g) => (pod.namespace.as_str(), g.as_str(), true),
@@ -182,7 +182,7 @@ struct QueueNames<'p> {
 
 impl<'p> QueueNames<'p> {
     fn new(policy: &'p Policy) -> Self {
-        let mut by_namespace = HashMap::new();
+        let mut by_namespace = HashMap::default();
         for (i, q) in policy.queues.iter().enumerate() {
             for n in &q.namespaces.defaults {
                 by_namespace.entry(n.as_str()).or_insert(i);
