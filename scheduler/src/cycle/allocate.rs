@@ -393,7 +393,7 @@ impl Context<'_> {
     fn place(&mut self, job: usize, leaf: usize, pods: &[usize]) -> Result<(), Reason> {
         let request = request_of(self.snapshot, pods);
         self.admission(job, leaf, &request)?;
-        let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
+        let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let slots = place_gang(self.state, self.snapshot, pods, &plan)?;
         self.commit(job, leaf, slots, false);
         Ok(())

@@ -59,17 +59,12 @@ impl Context<'_> {
             return false;
         }
         let request = request_of(self.snapshot, &pending);
-        let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
+        let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         if plan.required.is_some() || self.admission(job, leaf, &request).is_err() {
             return false;
         }
         // Moving pods creates no room: when the cluster's free total cannot hold the gang, skip.
-        let mut free = crate::cluster::Amounts::default();
-        for n in (0..self.state.len()).filter(|&n| self.state.schedulable(n)) {
-            let f = self.state.free(n);
-            (free.gpu, free.cpu, free.memory) =
-                (free.gpu + f.gpu, free.cpu + f.cpu, free.memory + f.memory);
-        }
+        let free = self.state.free_total();
         if free.gpu < request.gpu || free.cpu < request.cpu || free.memory < request.memory {
             return false;
         }

@@ -339,7 +339,7 @@ impl Context<'_> {
         valid: &dyn Fn(&Self, &[Victim]) -> bool,
     ) -> bool {
         let request = request_of(self.snapshot, pending);
-        let plan = Plan::for_queue(self.policy, leaf, request.gpu > 0);
+        let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let mut released: Vec<Released> = Vec::new();
         let mut popped: Vec<Victim> = Vec::new();
         while popped.len() < MAX_VICTIMS {

@@ -38,6 +38,11 @@ pub struct Job {
     pub stale_since: Option<Time>,
     /// `spec.preemptionDelay` in seconds.
     pub preemption_delay: Option<u64>,
+    /// The PodGroup's `spec.topologyConstraint.requiredTopologyLevel` (or its owner's
+    /// `kai.scheduler/topology-required-placement`): the node label the whole gang must share.
+    pub topology_required: Option<String>,
+    /// The preferred level: the node label the gang should share.
+    pub topology_preferred: Option<String>,
 }
 
 /// The queue a pod lands in when nothing names one and its namespace is no queue's default
@@ -125,6 +130,8 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 staleness_grace: group.and_then(|g| g.staleness_grace),
                 stale_since: group.and_then(|g| g.stale_since),
                 preemption_delay: group.and_then(|g| g.preemption_delay),
+                topology_required: group.and_then(|g| g.topology_required.clone()),
+                topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
             }
         })
         .collect()

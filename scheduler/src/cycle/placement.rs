@@ -7,6 +7,7 @@ use kai_policy_compiler::model::{Policy, Strategy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::filters;
+use super::jobs::Job;
 use super::state::{ClusterState, Shortage, Slot};
 use crate::cluster::{Pod, Snapshot};
 use crate::decision::{Reason, amount};
@@ -49,6 +50,19 @@ impl<'p> Plan<'p> {
                 preferred: None,
             },
         }
+    }
+}
+
+impl<'p> Plan<'p> {
+    /// The job's plan: its queue's, with the job's own topology constraint (from its PodGroup
+    /// or top owner) in place of the placement's where it sets one.
+    pub fn for_job(policy: &'p Policy, queue: usize, job: &'p Job, wants_gpu: bool) -> Self {
+        let mut plan = Plan::for_queue(policy, queue, wants_gpu);
+        if job.topology_required.is_some() || job.topology_preferred.is_some() {
+            plan.required = job.topology_required.as_deref();
+            plan.preferred = job.topology_preferred.as_deref();
+        }
+        plan
     }
 }
 
