@@ -269,6 +269,9 @@ pub struct PodGroup {
     pub stale_since: Option<Time>,
     /// `spec.preemptionDelay` in seconds.
     pub preemption_delay: Option<u64>,
+    /// KAI's `kai.scheduler/last-eviction-timestamp` annotation, on the scheduler's clock: the
+    /// preemption delay counts from it when it is later than the creation time.
+    pub last_evicted: Option<Time>,
     /// Pods of the group that finished with phase `Succeeded`.
     pub succeeded: u32,
     /// `spec.topologyConstraint` (or the owner's annotations): node label the gang must share.

@@ -187,6 +187,12 @@ pub enum Reason {
         /// Seconds until the last of them may go.
         remaining: u64,
     },
+    /// The job's PodGroup `preemptionDelay` has not passed: it may not evict other workloads
+    /// yet (it still takes free room).
+    PreemptionDelay {
+        /// Seconds until it may.
+        remaining: u64,
+    },
     /// The priority class is not declared by the policy.
     UnknownPriorityClass {
         /// The name given.
@@ -290,6 +296,11 @@ impl fmt::Display for Reason {
             } => write!(
                 f,
                 "{action} would make room from queue {queue}, but the jobs it needs are inside their {action} min-runtime for another {}",
+                kai_policy_compiler::quantity::Duration(*remaining)
+            ),
+            Reason::PreemptionDelay { remaining } => write!(
+                f,
+                "no free room, and its PodGroup's preemptionDelay lets it evict other workloads only in another {}",
                 kai_policy_compiler::quantity::Duration(*remaining)
             ),
             Reason::UnknownPriorityClass { name } => {

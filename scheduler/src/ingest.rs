@@ -164,6 +164,10 @@ struct TopologyConstraint {
 /// (`pkg/scheduler/api/podgroup_info/job_info.go`).
 pub const STALE_ANNOTATION: &str = "kai.scheduler/stale-podgroup-timestamp";
 
+/// KAI's annotation that records when a PodGroup's pods were last evicted
+/// (`pkg/common/constants/constants.go: LastEvictionTimeStamp`); a preemption delay counts from it.
+pub const LAST_EVICTION_ANNOTATION: &str = "kai.scheduler/last-eviction-timestamp";
+
 /// One object of the file, typed, with where it came from.
 enum Object {
     Node(Box<K8sNode>),
@@ -533,6 +537,14 @@ fn read_group(
             format!("metadata.annotations.{STALE_ANNOTATION}: `{t}` is not an RFC 3339 time: {e}")
         })?)),
     };
+    let last_evicted = match group.metadata.annotations.get(LAST_EVICTION_ANNOTATION) {
+        None => None,
+        Some(t) => Some(clock(t.parse::<Timestamp>().map_err(|e| {
+            format!(
+                "metadata.annotations.{LAST_EVICTION_ANNOTATION}: `{t}` is not an RFC 3339 time: {e}"
+            )
+        })?)),
+    };
     let topology = spec.topology_constraint.unwrap_or_default();
     Ok(PodGroup {
         namespace: group.metadata.namespace.unwrap_or_else(|| "default".into()),
@@ -546,6 +558,7 @@ fn read_group(
         stale_since,
         preemption_delay: duration("preemptionDelay", spec.preemption_delay)?
             .map(|s| u64::try_from(s).unwrap_or(0)),
+        last_evicted,
         succeeded: 0,
         topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
         topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),

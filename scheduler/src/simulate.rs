@@ -249,7 +249,8 @@ fn apply(
 
 /// The earliest moment after `now` at which something the clock alone changes may let a cycle
 /// decide differently: a running pod's min-runtime (preempt or reclaim) ends while some pod is
-/// still pending, or a gang marked stale reaches its grace period.
+/// still pending, a waiting gang's preemption delay ends, or a gang marked stale reaches its
+/// grace period.
 fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time> {
     // Min-runtimes only matter while some pod waits for room.
     let waiting = snapshot.pods.iter().any(|p| p.node.is_none());
@@ -262,6 +263,15 @@ fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time
         u64::try_from(grace)
             .ok()
             .map(|grace| since.saturating_add(grace))
+    });
+    // A waiting gang may start to evict once its preemption delay has passed.
+    let delayed = snapshot.groups.iter().filter(|_| waiting).filter_map(|g| {
+        let delay = g.preemption_delay.filter(|&d| d > 0)?;
+        Some(
+            g.created
+                .max(g.last_evicted.unwrap_or(0))
+                .saturating_add(delay),
+        )
     });
     let groups: BTreeMap<(&str, &str), Option<&str>> = snapshot
         .groups
@@ -297,6 +307,7 @@ fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time
             .map(move |d| started.saturating_add(d.0))
         })
         .chain(stale)
+        .chain(delayed)
         .filter(|&end| end > now)
         .min()
 }
@@ -438,7 +449,7 @@ pub fn render_human(sim: &Simulation, policy: &Policy) -> String {
             i + 1,
             format_seconds(c.at - start),
             if skipped {
-                " (skipped ahead: nothing changes until a min-runtime or grace period ends)"
+                " (skipped ahead: nothing changes until a min-runtime, preemption delay or grace period ends)"
             } else {
                 ""
             }

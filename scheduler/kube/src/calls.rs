@@ -346,6 +346,7 @@ pub fn explanation(reason: &Reason) -> UnschedulableExplanation {
         Reason::NoTopologyDomain { .. } => "NoTopologyDomain",
         Reason::GangIncomplete { .. } => "GangIncomplete",
         Reason::WaitingBehind { .. } => "WaitingBehind",
+        Reason::PreemptionDelay { .. } => "PreemptionDelayNotElapsed",
         Reason::UnknownPriorityClass { .. } => "PriorityClassDoesNotExist",
     };
     let one = |kind: ResourceKind, v: i64| {

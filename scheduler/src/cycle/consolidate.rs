@@ -37,8 +37,12 @@ impl Context<'_> {
             }
         }
         for u in unplaced {
-            // KAI consolidates only for preemptible pending jobs (`FilterNonPreemptible`).
-            if !self.jobs[u.job].preemptible || !self.try_consolidate(u.job, &mut moved, &job_of) {
+            // KAI consolidates only for preemptible pending jobs (`FilterNonPreemptible`) past
+            // their preemption delay (reclaim and preempt give the delay as the reason).
+            if !self.jobs[u.job].preemptible
+                || self.within_preemption_delay(u.job).is_some()
+                || !self.try_consolidate(u.job, &mut moved, &job_of)
+            {
                 still.push(u);
             }
         }

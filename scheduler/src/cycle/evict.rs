@@ -102,6 +102,15 @@ impl FailedJobs {
 type Released = (Victim, Vec<(usize, Slot)>);
 
 impl Context<'_> {
+    /// KAI's `IsWithinPreemptionDelay` (`input_jobs.go` leaves such jobs out of consolidation,
+    /// reclaim and preempt): the reason a job may not evict yet, if so.
+    pub(crate) fn within_preemption_delay(&self, job: usize) -> Option<Reason> {
+        let until = self.jobs[job].evicts_from?;
+        (self.now < until).then(|| Reason::PreemptionDelay {
+            remaining: until - self.now,
+        })
+    }
+
     /// Preempt pass: for each job still unplaced, evict lower-priority jobs of its own queue.
     /// Returns the jobs it could not help.
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
@@ -118,6 +127,11 @@ impl Context<'_> {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
+            if let Some(reason) = self.within_preemption_delay(u.job) {
+                u.reason = reason;
+                still.push(u);
+                continue;
+            }
             if !failed.easier(self, u.job, leaf) {
                 still.push(u);
                 continue;

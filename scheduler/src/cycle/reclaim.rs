@@ -108,6 +108,11 @@ impl Context<'_> {
             let Ok(leaf) = self.jobs[u.job].queue else {
                 continue;
             };
+            if let Some(reason) = self.within_preemption_delay(u.job) {
+                u.reason = reason;
+                still.push(u);
+                continue;
+            }
             let pending = self.gang_core(u.job);
             let request = quantities(&request_of(self.snapshot, &pending));
             if pending.is_empty()

@@ -655,3 +655,28 @@ fn a_cycle_runs_only_the_actions_it_is_given() {
             .contains("unknown action \"evict\"")
     );
 }
+
+#[test]
+fn a_preemption_delay_counts_from_the_last_eviction_when_later() {
+    let p = policy(TWO_TEAMS);
+    let (mut pods, mut group) = gang("b", "g", 1, 8, 1);
+    // Created at 0 with a 10-minute delay, evicted at 500: it may evict again only at 1100.
+    group.preemption_delay = Some(600);
+    group.last_evicted = Some(500);
+    group.priority_class = Some("prod".into());
+    // A lower-priority pod of the same queue holds the node: preempt would take it.
+    pods.push(running(pod("b", "b1", 8), "n1", 0));
+    let s = Snapshot {
+        nodes: vec![node("n1", 8)],
+        pods,
+        groups: vec![group],
+    };
+    let r = cycle(&p, &s, 1000);
+    assert!(evicted(&r).is_empty(), "{:#?}", r.decisions);
+    assert_eq!(
+        pending_reason(&r, "b/g"),
+        &Reason::PreemptionDelay { remaining: 100 }
+    );
+    let r = cycle(&p, &s, 1100);
+    assert_eq!(evicted(&r).len(), 1, "{:#?}", r.decisions);
+}
