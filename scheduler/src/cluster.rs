@@ -283,6 +283,20 @@ pub struct PodGroup {
     pub kind_priority: Option<String>,
 }
 
+impl PodGroup {
+    /// When the group may first trigger evictions (KAI's `PreemptionDelayEnd`): its
+    /// `preemptionDelay` after the later of its creation and its last eviction; `None` without
+    /// a delay.
+    pub fn evicts_from(&self) -> Option<Time> {
+        let delay = self.preemption_delay.filter(|&d| d > 0)?;
+        Some(
+            self.created
+                .max(self.last_evicted.unwrap_or(0))
+                .saturating_add(delay),
+        )
+    }
+}
+
 /// Everything one cycle looks at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {

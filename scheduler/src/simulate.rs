@@ -29,7 +29,7 @@ use kai_policy_compiler::model::Policy;
 use kai_policy_compiler::quantity::{ResourceKind, format_quantity};
 use serde_json::{Value, json};
 
-use crate::cluster::{Amounts, Snapshot, Time};
+use crate::cluster::{Amounts, PodGroup, Snapshot, Time};
 use crate::cycle::{self, Cycle};
 use crate::decision::{Decision, EvictReason};
 use crate::usage;
@@ -265,14 +265,11 @@ fn next_deadline(snapshot: &Snapshot, policy: &Policy, now: Time) -> Option<Time
             .map(|grace| since.saturating_add(grace))
     });
     // A waiting gang may start to evict once its preemption delay has passed.
-    let delayed = snapshot.groups.iter().filter(|_| waiting).filter_map(|g| {
-        let delay = g.preemption_delay.filter(|&d| d > 0)?;
-        Some(
-            g.created
-                .max(g.last_evicted.unwrap_or(0))
-                .saturating_add(delay),
-        )
-    });
+    let delayed = snapshot
+        .groups
+        .iter()
+        .filter(|_| waiting)
+        .filter_map(PodGroup::evicts_from);
     let groups: BTreeMap<(&str, &str), Option<&str>> = snapshot
         .groups
         .iter()

@@ -36,8 +36,7 @@ pub struct Job {
     pub staleness_grace: Option<i64>,
     /// When KAI marked the group stale (`kai.scheduler/stale-podgroup-timestamp`).
     pub stale_since: Option<Time>,
-    /// When the job may first trigger evictions (KAI's `PreemptionDelayEnd`: its PodGroup's
-    /// `preemptionDelay` after the later of its creation and its last eviction).
+    /// When the job may first trigger evictions ([`PodGroup::evicts_from`]).
     pub evicts_from: Option<Time>,
     /// The PodGroup's `spec.topologyConstraint.requiredTopologyLevel` (or its owner's
     /// `kai.scheduler/topology-required-placement`): the node label the whole gang must share.
@@ -130,14 +129,7 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 succeeded: group.map_or(0, |g| g.succeeded),
                 staleness_grace: group.and_then(|g| g.staleness_grace),
                 stale_since: group.and_then(|g| g.stale_since),
-                evicts_from: group.and_then(|g| {
-                    let delay = g.preemption_delay.filter(|&d| d > 0)?;
-                    Some(
-                        g.created
-                            .max(g.last_evicted.unwrap_or(0))
-                            .saturating_add(delay),
-                    )
-                }),
+                evicts_from: group.and_then(PodGroup::evicts_from),
                 topology_required: group.and_then(|g| g.topology_required.clone()),
                 topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
             }
