@@ -237,6 +237,7 @@ fn a_watched_checkout_reloads_rejects_and_serves_metrics_then_stops_on_sigterm()
     )
     .expect("the whole cycle's series");
     for action in [
+        "prepare",
         "fair-share",
         "allocate",
         "consolidation",

@@ -259,6 +259,9 @@ pub struct Report {
     /// Fastest and slowest cycle, ms (not serialized).
     #[serde(skip)]
     pub cycle_range_ms: (f64, f64),
+    /// Median wall time of each step of the cycle, ms, in the order run (not serialized).
+    #[serde(skip)]
+    pub steps_ms: Vec<(&'static str, f64)>,
     /// Cycles timed (not serialized).
     #[serde(skip)]
     pub cycles: usize,
@@ -306,6 +309,7 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
     let mut first_fit_times = Vec::with_capacity(cycles);
     let mut outcome = None;
     let mut first_fit_bound = 0;
+    let mut steps: Vec<(&'static str, Vec<f64>)> = Vec::new();
     for _ in 0..cycles {
         let t = Instant::now();
         let result = cycle::run(&cycle);
@@ -315,6 +319,12 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
             return Err("the cycle decided differently on the same snapshot".to_string());
         }
         outcome = Some(counts);
+        for &(step, seconds) in &result.timings {
+            match steps.iter_mut().find(|(s, _)| *s == step) {
+                Some((_, times)) => times.push(seconds * 1000.0),
+                None => steps.push((step, vec![seconds * 1000.0])),
+            }
+        }
         drop(result);
 
         let t = Instant::now();
@@ -354,6 +364,10 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
             round3(cycle_times.iter().copied().fold(f64::INFINITY, f64::min)),
             round3(cycle_times.iter().copied().fold(0.0, f64::max)),
         ),
+        steps_ms: steps
+            .into_iter()
+            .map(|(step, mut times)| (step, round3(median(&mut times))))
+            .collect(),
         cycles,
         generate_ms: round3(generate_ms),
     })
@@ -431,6 +445,14 @@ fn human(r: &Report, shape: &Shape, scenario: Scenario) -> String {
             r.cycle_ms, r.cycles, r.cycle_range_ms.0, r.cycle_range_ms.1
         ),
     );
+    if !r.steps_ms.is_empty() {
+        let steps: Vec<String> = r
+            .steps_ms
+            .iter()
+            .map(|(step, ms)| format!("{step} {ms:.1}"))
+            .collect();
+        row(&mut out, "steps (ms)", steps.join(", "));
+    }
     let placed = match scenario {
         Scenario::Allocate => "bound",
         Scenario::Reclaim | Scenario::Steady => "placed",

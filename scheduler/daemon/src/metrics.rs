@@ -66,7 +66,7 @@ impl Metrics {
         };
         registry.register(
             "cycle_duration_seconds",
-            "Wall time of scheduling cycles (`action=\"cycle\"`) and of each step in them (fair-share, allocate, consolidation, reclaim, preempt, stalegangeviction)",
+            "Wall time of scheduling cycles (`action=\"cycle\"`) and of each step in them (prepare, fair-share, allocate, consolidation, reclaim, preempt, stalegangeviction)",
             m.cycle_seconds.clone(),
         );
         registry.register(

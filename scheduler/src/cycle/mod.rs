@@ -54,8 +54,9 @@ pub struct CycleResult {
     /// backend keeps it (KAI: the `kai.scheduler/stale-podgroup-timestamp` annotation) and
     /// gives it back in the next snapshot.
     pub stale_marks: Vec<(String, Option<Time>)>,
-    /// Wall time of each step, in seconds, in the order run: `("fair-share", …)`,
-    /// `("allocate", …)`, then each other action that ran. Only observed, for metrics: the
+    /// Wall time of each step, in seconds, in the order run: `("prepare", …)` (pods grouped into
+    /// jobs, the free-room index built), `("fair-share", …)`, `("allocate", …)`, then each other
+    /// action that ran. Only observed, for metrics: the
     /// decisions never depend on it.
     pub timings: Vec<(&'static str, f64)>,
 }
@@ -166,6 +167,13 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         now,
         usage,
     } = *cycle;
+    let mut timings = Vec::with_capacity(7);
+    let mut clock = Instant::now();
+    let mut lap = |name: &'static str| {
+        let now = Instant::now();
+        timings.push((name, now.duration_since(clock).as_secs_f64()));
+        clock = now;
+    };
     let jobs = jobs::jobs(snapshot, policy);
     let (mut state, mut slots) = state::ClusterState::new(snapshot);
     let mut used = QueueUse::new(policy.queues.len());
@@ -188,13 +196,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             1,
         );
     }
-    let mut timings = Vec::with_capacity(6);
-    let mut clock = Instant::now();
-    let mut lap = |name: &'static str| {
-        let now = Instant::now();
-        timings.push((name, now.duration_since(clock).as_secs_f64()));
-        clock = now;
-    };
+    lap("prepare");
     let shares = fairshare::compute(policy, &demand(snapshot, policy, &jobs, &used, usage));
     lap("fair-share");
     let releasing = (0..snapshot.pods.len())
