@@ -409,7 +409,11 @@ fn class_name(value: i32) -> String {
 
 /// What KAI's fake session holds as pods, nodes and pod groups, as our snapshot. Returns the
 /// snapshot and, per KAI job name, its namespace.
-fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>), String> {
+/// Pods of finished tasks (KAI's `Succeeded` and `Failed`) hold nothing and are not in the
+/// snapshot; they keep their state.
+type Finished = Vec<(Pod, &'static str)>;
+
+fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>, Finished), String> {
     let mut nodes = Vec::new();
     for (name, n) in &case.nodes {
         let mut labels = BTreeMap::from([
@@ -466,6 +470,7 @@ fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>), String> 
     let mut pods = Vec::new();
     let mut groups = Vec::new();
     let mut namespaces = HashMap::new();
+    let mut finished = Vec::new();
     for (index, job) in order.iter().enumerate() {
         let minutes = if job.job_age_in_minutes != 0 {
             job.job_age_in_minutes
@@ -492,10 +497,7 @@ fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>), String> 
                 "Pending" => (false, false),
                 "Running" | "Bound" | "Binding" | "Allocated" => (true, false),
                 "Releasing" => (true, true),
-                "Succeeded" => {
-                    succeeded += 1;
-                    continue;
-                }
+                "Succeeded" | "Failed" => (false, false),
                 other => {
                     return Err(format!(
                         "job {} task {t}: state {other} is not modelled",
@@ -560,7 +562,8 @@ fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>), String> 
                 fractional,
                 shared_devices: if fractional { devices } else { 0 },
                 gpu_memory: (job.required_gpu_memory > 0).then_some(job.required_gpu_memory),
-                node: node.filter(|_| bound),
+                node: node
+                    .filter(|_| bound || matches!(task.state.as_str(), "Succeeded" | "Failed")),
                 created,
                 started: bound.then_some(NOW - STARTED_AGO),
                 termination_grace_seconds: 30,
@@ -577,7 +580,14 @@ fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>), String> 
                     fields: Vec::new(),
                 }];
             }
-            pods.push(pod);
+            match task.state.as_str() {
+                "Succeeded" => {
+                    succeeded += 1;
+                    finished.push((pod, "Succeeded"));
+                }
+                "Failed" => finished.push((pod, "Failed")),
+                _ => pods.push(pod),
+            }
         }
         groups.push(PodGroup {
             namespace,
@@ -601,6 +611,7 @@ fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>), String> 
             groups,
         },
         namespaces,
+        finished,
     ))
 }
 
@@ -681,7 +692,7 @@ fn status_matches(expected: &str, got: &str) -> bool {
 /// Every way our cycle's result differs from KAI's expectations.
 fn mismatches(case: &Case, action: Actions) -> Result<Vec<String>, String> {
     let policy = policy(case)?;
-    let (snapshot, namespaces) = snapshot(case)?;
+    let (snapshot, namespaces, finished) = snapshot(case)?;
     let result = cycle::run_actions(
         &Cycle {
             snapshot: &snapshot,
@@ -692,6 +703,15 @@ fn mismatches(case: &Case, action: Actions) -> Result<Vec<String>, String> {
         action,
     );
     let mut got = outcomes(&snapshot, &result.decisions);
+    for (pod, status) in &finished {
+        got.insert(
+            pod.key(),
+            Outcome {
+                status,
+                node: pod.node.clone(),
+            },
+        );
+    }
     // A KAI task that stays pending keeps the NodeName the test gave it.
     for job in &case.jobs {
         let namespace = &namespaces[&job.name];
@@ -708,6 +728,7 @@ fn mismatches(case: &Case, action: Actions) -> Result<Vec<String>, String> {
         snapshot
             .pods
             .iter()
+            .chain(finished.iter().map(|(p, _)| p))
             .filter(|p| p.group.as_deref() == Some(job))
             .collect()
     };
@@ -778,7 +799,12 @@ fn mismatches(case: &Case, action: Actions) -> Result<Vec<String>, String> {
     }
     // KAI checks only the keys that name a task (`{job}-{index}`) and skips the others.
     for (task, e) in &case.task_expected {
-        if let Some(pod) = snapshot.pods.iter().find(|p| &p.name == task) {
+        if let Some(pod) = snapshot
+            .pods
+            .iter()
+            .chain(finished.iter().map(|(p, _)| p))
+            .find(|p| &p.name == task)
+        {
             check(format!("task {task}"), vec![pod], e);
         }
     }

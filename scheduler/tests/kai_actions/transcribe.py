@@ -450,7 +450,7 @@ def job(lit):
             t.pop(k, None)
         check_fields(t, TASK_FIELDS, f"a task of job {lit.get('Name')}")
         if t.get("State") not in ("Pending", "Running", "Bound", "Binding", "Allocated",
-                                  "Releasing", "Succeeded"):
+                                  "Releasing", "Succeeded", "Failed"):
             raise Cannot(f"a task of job {lit.get('Name')} starts {t.get('State')}, a state our "
                          f"snapshot has no input for")
         tasks.append(plain(t, "task"))
@@ -692,6 +692,16 @@ def previous_notes(path):
     return notes
 
 
+def table_name(text, line):
+    """A case named outside the literal (`{name: "...", topology: test_utils.TestTopologyBasic{`)."""
+    lines = text.splitlines()[max(0, line - 6):line]
+    for candidate in reversed(lines):
+        m = re.search(r'\bname:\s*"([^"]*)"', candidate)
+        if m:
+            return m.group(1)
+    return None
+
+
 def transcribe(kai, rel, action):
     with open(os.path.join(kai, rel), encoding="utf-8") as f:
         text = f.read()
@@ -699,7 +709,7 @@ def transcribe(kai, rel, action):
     notes = previous_notes(out_path)
     cases = []
     for test, number, lit, meta, line in cases_of(text):
-        name = lit.get("Name") or meta.get("Name") or f"#{number}"
+        name = lit.get("Name") or meta.get("Name") or table_name(text, line) or f"#{number}"
         case = {"test": test, "number": number, "name": name, "line": line}
         try:
             case.update(topology(lit, meta))
