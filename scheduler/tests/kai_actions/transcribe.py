@@ -512,6 +512,10 @@ def topology(lit, meta):
         raise Cannot("the test replaces KAI's scheduler configuration (Mocks.SchedulerConf)")
     if isinstance(mocks, dict) and mocks.get("GPUMetric") is not None:
         raise Cannot("the test mocks GPU metrics")
+    expects = (lit.get("JobExpectedResults") or lit.get("TaskExpectedResults")
+               or lit.get("ExpectedNodesResources"))
+    if isinstance(lit.get("Jobs"), list) and not lit.get("Jobs") and not expects:
+        raise Cannot("the case has no jobs and expects nothing: there is nothing to compare")
     if not lit.get("Jobs") or not (lit.get("JobExpectedResults") or lit.get("TaskExpectedResults")
                                    or lit.get("ExpectedNodesResources")):
         raise Cannot("the literal holds no jobs or no expectations: the test fills them in Go "
