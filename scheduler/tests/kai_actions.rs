@@ -27,8 +27,13 @@ use serde::Deserialize;
 struct CaseFile {
     /// The KAI test file.
     source: String,
-    /// The action its test functions run (`reclaim.New().Execute(ssn)` and the like).
+    /// The action its test functions run (`reclaim.New().Execute(ssn)` and the like); for the
+    /// integration tests, every action.
     action: String,
+    /// KAI's integration tests (`integration_tests_utils.RunTests`): rounds of every action with
+    /// the tasks' states fed back between rounds, a match, then rounds that must keep it.
+    #[serde(default)]
+    integration: bool,
     cases: Vec<Case>,
 }
 
@@ -68,6 +73,23 @@ struct Case {
     task_expected: BTreeMap<String, Expected>,
     #[serde(rename = "ExpectedNodesResources", default)]
     node_expected: BTreeMap<String, NodeExpected>,
+    /// `integration_tests_utils.TestTopologyMetadata`'s round counts.
+    #[serde(default)]
+    rounds: Option<Rounds>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct Rounds {
+    #[serde(default)]
+    rounds_until_match: usize,
+    #[serde(default)]
+    rounds_after_match: usize,
+    /// Seconds between rounds (KAI sleeps; our clock does not move: KAI's fake jobs start a
+    /// minute before every round's session).
+    #[serde(default)]
+    #[allow(dead_code)]
+    scheduling_duration: f64,
 }
 
 /// `nodes_fake.TestNodeBasic`.
@@ -127,7 +149,7 @@ struct KaiQueue {
 }
 
 /// `jobs_fake.TestJobBasic`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "PascalCase")]
 struct KaiJob {
     name: String,
@@ -161,6 +183,10 @@ struct KaiJob {
     /// Seconds.
     #[serde(default)]
     per_job_staleness_grace_period: Option<f64>,
+    /// In KAI's multi-round tests: an evicted task stays `Releasing` on its node between rounds
+    /// (otherwise it comes back `Pending`).
+    #[serde(default)]
+    delete_job_in_test: bool,
     /// `RootSubGroupSet: jobs_fake.DefaultSubGroup(n)`; absent: every task.
     #[serde(default)]
     min_available: Option<u32>,
@@ -169,7 +195,7 @@ struct KaiJob {
 }
 
 /// `tasks_fake.TestTaskBasic`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "PascalCase")]
 struct KaiTask {
     #[serde(default)]
@@ -413,7 +439,11 @@ fn class_name(value: i32) -> String {
 /// snapshot; they keep their state.
 type Finished = Vec<(Pod, &'static str)>;
 
-fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>, Finished), String> {
+fn snapshot(
+    case: &Case,
+    jobs: &[KaiJob],
+    integration: bool,
+) -> Result<(Snapshot, HashMap<String, String>, Finished), String> {
     let mut nodes = Vec::new();
     for (name, n) in &case.nodes {
         let mut labels = BTreeMap::from([
@@ -464,7 +494,7 @@ fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>, Finished)
         .collect();
     // jobs_fake.BuildJobsAndTasksMaps: jobs sorted by priority (stable, highest first); the
     // i-th of n was created n - i minutes ago unless JobAgeInMinutes says otherwise.
-    let mut order: Vec<&KaiJob> = case.jobs.iter().collect();
+    let mut order: Vec<&KaiJob> = jobs.iter().collect();
     order.sort_by_key(|j| std::cmp::Reverse(j.priority));
     let n = order.len() as i64;
     let mut pods = Vec::new();
@@ -597,7 +627,12 @@ fn snapshot(case: &Case) -> Result<(Snapshot, HashMap<String, String>, Finished)
             priority_class: Some(class_name(job.priority)),
             created,
             preemptible: Some(preemptible),
-            staleness_grace: job.per_job_staleness_grace_period.map(|s| s as i64),
+            // The session's global default grace period: KAI's stale-gang unit test sets 60 s
+            // (our default); the integration tests' fake session leaves it at 0.
+            staleness_grace: job
+                .per_job_staleness_grace_period
+                .map(|s| s as i64)
+                .or(integration.then_some(0)),
             stale_since: job.stale_duration.map(|s| NOW - s as u64),
             preemption_delay: job.preemption_delay.map(|s| s as u64),
             succeeded,
@@ -690,13 +725,26 @@ fn status_matches(expected: &str, got: &str) -> bool {
 }
 
 /// Every way our cycle's result differs from KAI's expectations.
-fn mismatches(case: &Case, action: Actions) -> Result<Vec<String>, String> {
-    let policy = policy(case)?;
-    let (snapshot, namespaces, finished) = snapshot(case)?;
+/// One session: the snapshot of these tasks, the actions run, and each pod's outcome.
+struct Round {
+    snapshot: Snapshot,
+    namespaces: HashMap<String, String>,
+    finished: Finished,
+    got: HashMap<String, Outcome>,
+}
+
+fn round(
+    case: &Case,
+    policy: &Policy,
+    jobs: &[KaiJob],
+    action: Actions,
+    integration: bool,
+) -> Result<Round, String> {
+    let (snapshot, namespaces, finished) = snapshot(case, jobs, integration)?;
     let result = cycle::run_actions(
         &Cycle {
             snapshot: &snapshot,
-            policy: &policy,
+            policy,
             now: NOW,
             usage: None,
         },
@@ -713,7 +761,7 @@ fn mismatches(case: &Case, action: Actions) -> Result<Vec<String>, String> {
         );
     }
     // A KAI task that stays pending keeps the NodeName the test gave it.
-    for job in &case.jobs {
+    for job in jobs {
         let namespace = &namespaces[&job.name];
         for (t, task) in job.tasks.iter().enumerate() {
             if let Some(o) = got.get_mut(&format!("{namespace}/{}-{t}", job.name))
@@ -723,6 +771,81 @@ fn mismatches(case: &Case, action: Actions) -> Result<Vec<String>, String> {
             }
         }
     }
+    Ok(Round {
+        snapshot,
+        namespaces,
+        finished,
+        got,
+    })
+}
+
+/// `integration_tests_utils.runSchedulerOneRound`'s feedback: the tasks as the next round's
+/// session sees them.
+fn feed_back(jobs: &mut [KaiJob], r: &Round) {
+    for job in jobs.iter_mut() {
+        let namespace = &r.namespaces[&job.name];
+        let delete = job.delete_job_in_test;
+        for (t, task) in job.tasks.iter_mut().enumerate() {
+            let Some(o) = r.got.get(&format!("{namespace}/{}-{t}", job.name)) else {
+                continue;
+            };
+            let (state, node) = match o.status {
+                "Releasing" if delete => ("Releasing", o.node.clone()),
+                "Releasing" | "Pipelined" => ("Pending", None),
+                "Binding" => ("Running", o.node.clone()),
+                other => (other, o.node.clone()),
+            };
+            task.state = state.to_string();
+            task.node_name = node;
+        }
+    }
+}
+
+/// Every way our cycle's result differs from KAI's expectations.
+fn mismatches(case: &Case, action: Actions, integration: bool) -> Result<Vec<String>, String> {
+    let policy = policy(case)?;
+    if !integration {
+        return compare(case, &round(case, &policy, &case.jobs, action, false)?);
+    }
+    let rounds = case.rounds.as_ref();
+    let until = rounds.map_or(0, |r| r.rounds_until_match);
+    let after = rounds.map_or(0, |r| r.rounds_after_match);
+    let (until, after) = (
+        if until == 0 { 2 } else { until },
+        if after == 0 { 5 } else { after },
+    );
+    let mut jobs = case.jobs.clone();
+    for _ in 0..until {
+        let r = round(case, &policy, &jobs, action, true)?;
+        feed_back(&mut jobs, &r);
+    }
+    let nothing = Actions::parse("").expect("no actions");
+    let wrong = compare(case, &round(case, &policy, &jobs, nothing, true)?)?;
+    if !wrong.is_empty() {
+        return Ok(prefixed(format!("after {until} rounds"), wrong));
+    }
+    for i in 1..=after {
+        let r = round(case, &policy, &jobs, action, true)?;
+        let wrong = compare(case, &r)?;
+        if !wrong.is_empty() {
+            return Ok(prefixed(format!("in round {i} after the match"), wrong));
+        }
+        feed_back(&mut jobs, &r);
+    }
+    Ok(Vec::new())
+}
+
+fn prefixed(when: String, wrong: Vec<String>) -> Vec<String> {
+    wrong.into_iter().map(|w| format!("{when}: {w}")).collect()
+}
+
+fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
+    let Round {
+        snapshot,
+        namespaces,
+        finished,
+        got,
+    } = r;
     let mut wrong = Vec::new();
     let pods_of = |job: &str| -> Vec<&Pod> {
         snapshot
@@ -899,7 +1022,7 @@ fn our_cycle_does_what_kais_action_tests_expect() {
                         || !case.node_expected.is_empty()),
                 "{cite}: a case has jobs and expectations, or says why it cannot"
             );
-            let result = mismatches(case, action);
+            let result = mismatches(case, action, file.integration);
             match (result, &case.known_difference) {
                 (Ok(wrong), None) if wrong.is_empty() => tally.passing += 1,
                 (Ok(wrong), Some(_)) if wrong.is_empty() => failures.push(format!(

@@ -61,6 +61,21 @@ FILES = {
     "pkg/scheduler/actions/stalegangeviction/stalegangeviction_test.go": "stalegangeviction",
 }
 
+# KAI's integration tests run every action, several rounds (integration_tests_utils.RunTests).
+ALL_ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
+for _name in ["reclaim/reclaim_test", "reclaim/reclaimFractional_test", "reclaim/reclaimMIG_test",
+              "reclaim/reclaim_dra_overflow_test", "reclaim/reclaim_gpu_dra_test",
+              "preempt/preempt_test", "preempt/preemptGang_test", "preempt/preemptFractional_test",
+              "preempt/preemptMIG_test", "preempt/allocate_preempt_test",
+              "allocate/allocate_test", "allocate/allocateFractionalGpu_test",
+              "allocate/allocateMIG_test", "allocate/allocate_topology_test",
+              "allocate/allocate_dra_test", "allocate/allocate_shared_dra_test",
+              "consolidation/consolidation_test", "consolidation/consolidationGang_test",
+              "consolidation/consolidationFractional_test",
+              "consolidation_and_reclaim/consolidation_and_reclaim_test",
+              "deletion_tests/deletion_test", "stalegangeviction/stalegangeviction_test"]:
+    FILES[f"pkg/scheduler/actions/integration_tests/{_name}.go"] = ALL_ACTIONS
+
 # ---------------------------------------------------------------------------------------------
 # Tokens
 
@@ -130,6 +145,8 @@ CONSTANTS = {
     "false": False,
     "nil": None,
     "common_info.NoMaxAllowedResource": -1,
+    "commonconstants.DefaultQueuePriority": 100,
+    "constants.DefaultQueuePriority": 100,
     "enginev2alpha2.Preemptible": "Preemptible",
     "enginev2alpha2.NonPreemptible": "NonPreemptible",
     "v2alpha2.Preemptible": "Preemptible",
@@ -352,7 +369,9 @@ def call(name, args):
 # ---------------------------------------------------------------------------------------------
 # From KAI's structs to case data
 
-JOB_FIELDS = {"Name", "Namespace", "QueueName", "Priority", "Preemptibility", "RequiredGPUsPerTask",
+INTEGRATION = False
+
+JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "Preemptibility", "RequiredGPUsPerTask",
               "RequiredCPUsPerTask", "RequiredMemoryPerTask", "RequiredGpuMemory",
               "RequiredMultiFractionDevicesPerTask", "Tasks", "JobAgeInMinutes",
               "IsBestEffortJob", "PreemptionDelay", "StaleDuration", "PerJobStalenessGracePeriod",
@@ -430,7 +449,12 @@ def job(lit):
                          f"neither")
     if lit.get("QOSClass"):
         lit.pop("QOSClass")
-    for k in ("DeleteJobInTest", "JobNotReadyForSsn"):
+    if lit.get("DeleteJobInTest"):
+        if not INTEGRATION:
+            raise Cannot(f"job {lit.get('Name')} sets DeleteJobInTest outside a multi-round test")
+    else:
+        lit.pop("DeleteJobInTest", None)
+    for k in ("JobNotReadyForSsn",):
         if lit.get(k):
             raise Cannot(f"job {lit.get('Name')} sets {k}")
         lit.pop(k, None)
@@ -707,9 +731,14 @@ def table_name(text, line):
 
 
 def transcribe(kai, rel, action):
+    global INTEGRATION
+    INTEGRATION = "/integration_tests/" in rel
     with open(os.path.join(kai, rel), encoding="utf-8") as f:
         text = f.read()
-    out_path = os.path.join(HERE, os.path.basename(rel).replace(".go", ".yaml"))
+    stem = os.path.basename(rel).replace(".go", ".yaml")
+    if INTEGRATION:
+        stem = "integration_" + rel.split("/integration_tests/")[1].split("/")[0] + "_" + stem
+    out_path = os.path.join(HERE, stem)
     notes = previous_notes(out_path)
     cases = []
     for test, number, lit, meta, line in cases_of(text):
@@ -732,6 +761,7 @@ def transcribe(kai, rel, action):
         "# defaults: README.md in this folder.",
         f"source: {rel}",
         f"action: {action}",
+        *(["integration: true"] if INTEGRATION else []),
         "cases:",
     ]
     for case in cases:
