@@ -153,6 +153,10 @@ CONSTANTS = {
     "v2alpha2.NonPreemptible": "NonPreemptible",
     "node_info.MigStrategyMixed": "mixed",
     "node_info.MigStrategySingle": "single",
+    "constants.GPUResource": "gpu",
+    "constants.CPUResource": "cpu",
+    "constants.SpreadStrategy": "spread",
+    "constants.BinpackStrategy": "binpack",
 }
 
 
@@ -533,7 +537,15 @@ def topology(lit, meta):
         raise Cannot(f"the test sets {', '.join(sorted(extra))}, which the harness does not model")
     mocks = lit.get("Mocks")
     if isinstance(mocks, dict) and mocks.get("SchedulerConf") is not None:
-        raise Cannot("the test replaces KAI's scheduler configuration (Mocks.SchedulerConf)")
+        conf = mocks["SchedulerConf"]
+        names = []
+        for tier in (conf.get("Tiers") or []) if isinstance(conf, dict) else []:
+            for plugin in tier.get("Plugins") or []:
+                args = plugin.get("Arguments") or {}
+                names.append(str(plugin.get("Name")) + (f" {dict(args)}" if args else ""))
+        raise Cannot("the test replaces KAI's scheduler configuration (Mocks.SchedulerConf: "
+                     f"plugins {', '.join(names) or '?'}); our policy has no per-plugin "
+                     "switches, only binpack or spread per node")
     if isinstance(mocks, dict) and mocks.get("GPUMetric") is not None:
         raise Cannot("the test mocks GPU metrics")
     expects = (lit.get("JobExpectedResults") or lit.get("TaskExpectedResults")
