@@ -1,0 +1,797 @@
+#!/usr/bin/env python3
+"""Transcribes KAI Scheduler's action tests (Go struct literals) into the case files of this folder.
+
+Usage (from the repository root):
+
+    python3 scheduler/tests/kai_actions/transcribe.py KAI_CHECKOUT [KAI_TEST_FILE ...]
+
+KAI_CHECKOUT is a work tree of kai-scheduler/KAI-Scheduler (or a folder holding its `pkg/`);
+each KAI_TEST_FILE is a path under it such as `pkg/scheduler/actions/reclaim/reclaim_test.go`
+(default: every file in FILES below). For each, every `test_utils.TestTopologyBasic{...}`
+literal is read with a small Go expression parser and written as one case of
+`<file stem>.yaml` beside this script, in the same field names as KAI's structs. What the
+harness cannot express (DRA objects, NUMA, topologies, sub-groups, scheduler configuration
+mocks, ...) becomes a case with `cannot:` and the reason. The analysis fields a person adds to
+a case (`known-difference`, `note`) are kept when the file is written again (needs PyYAML).
+
+The numbers are KAI's, copied as data; no Go sentence or comment is copied.
+"""
+
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# KAI test file -> the one action its test function runs.
+FILES = {
+    "pkg/scheduler/actions/reclaim/reclaim_test.go": "reclaim",
+    "pkg/scheduler/actions/reclaim/reclaimDepartments_test.go": "reclaim",
+    "pkg/scheduler/actions/reclaim/reclaimGang_test.go": "reclaim",
+    "pkg/scheduler/actions/reclaim/reclaim_elastic_test.go": "reclaim",
+    "pkg/scheduler/actions/preempt/preempt_test.go": "preempt",
+    "pkg/scheduler/actions/preempt/preemptGang_test.go": "preempt",
+    "pkg/scheduler/actions/preempt/preempt_elastic_test.go": "preempt",
+    "pkg/scheduler/actions/allocate/allocate_test.go": "allocate",
+    "pkg/scheduler/actions/allocate/allocateGang_test.go": "allocate",
+    "pkg/scheduler/actions/allocate/allocateElastic_test.go": "allocate",
+    "pkg/scheduler/actions/consolidation/consolidation_test.go": "consolidation",
+    "pkg/scheduler/actions/allocate/allocateFractionalGpu_test.go": "allocate",
+    "pkg/scheduler/actions/allocate/allocateGpuMemory_test.go": "allocate",
+    "pkg/scheduler/actions/reclaim/reclaimGpuMemory_test.go": "reclaim",
+    "pkg/scheduler/actions/preempt/preemptGpuMemory_test.go": "preempt",
+    "pkg/scheduler/actions/consolidation/consolidationGpuMemory_test.go": "consolidation",
+    "pkg/scheduler/actions/allocate/allocateMIG_test.go": "allocate",
+    "pkg/scheduler/actions/reclaim/reclaimMIG_test.go": "reclaim",
+    "pkg/scheduler/actions/preempt/preemptMIG_test.go": "preempt",
+    "pkg/scheduler/actions/allocate/allocateTopology_test.go": "allocate",
+    "pkg/scheduler/actions/allocate/allocate_subgroups_test.go": "allocate",
+    "pkg/scheduler/actions/reclaim/reclaim_sub_group_test.go": "reclaim",
+    "pkg/scheduler/actions/preempt/preempt_subgroups_test.go": "preempt",
+    "pkg/scheduler/actions/consolidation/consolidation_subgroups_test.go": "consolidation",
+    "pkg/scheduler/actions/allocate/allocate_stuck_in_releasing_test.go": "allocate",
+    "pkg/scheduler/actions/allocate/interpod_affinity_test.go": "allocate",
+    "pkg/scheduler/actions/allocate/allocate_multi_topology_test.go": "allocate",
+    "pkg/scheduler/actions/allocate/allocate_numa_test.go": "allocate",
+    "pkg/scheduler/actions/reclaim/reclaim_numa_test.go": "reclaim",
+    "pkg/scheduler/actions/preempt/preempt_numa_test.go": "preempt",
+    "pkg/scheduler/actions/preempt/preempt_gang_full_drain_test.go": "preempt",
+    "pkg/scheduler/actions/reclaim/reclaim_anchor_victim_test.go": "reclaim",
+    "pkg/scheduler/actions/stalegangeviction/stalegangeviction_test.go": "stalegangeviction",
+}
+
+# KAI's integration tests run every action, several rounds (integration_tests_utils.RunTests).
+ALL_ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
+for _name in ["reclaim/reclaim_test", "reclaim/reclaimFractional_test", "reclaim/reclaimMIG_test",
+              "reclaim/reclaim_dra_overflow_test", "reclaim/reclaim_gpu_dra_test",
+              "preempt/preempt_test", "preempt/preemptGang_test", "preempt/preemptFractional_test",
+              "preempt/preemptMIG_test", "preempt/allocate_preempt_test",
+              "allocate/allocate_test", "allocate/allocateFractionalGpu_test",
+              "allocate/allocateMIG_test", "allocate/allocate_topology_test",
+              "allocate/allocate_dra_test", "allocate/allocate_shared_dra_test",
+              "consolidation/consolidation_test", "consolidation/consolidationGang_test",
+              "consolidation/consolidationFractional_test",
+              "consolidation_and_reclaim/consolidation_and_reclaim_test",
+              "deletion_tests/deletion_test", "stalegangeviction/stalegangeviction_test"]:
+    FILES[f"pkg/scheduler/actions/integration_tests/{_name}.go"] = ALL_ACTIONS
+
+# ---------------------------------------------------------------------------------------------
+# Tokens
+
+TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<comment>//[^\n]*|/\*.*?\*/)
+  | (?P<raw>`[^`]*`)
+  | (?P<str>"(?:\\.|[^"\\])*")
+  | (?P<rune>'(?:\\.|[^'\\])*')
+  | (?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|0[xX][0-9a-fA-F]+|\d+)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>:=|==|!=|<=|>=|&&|\|\||<<|>>|\+\+|--|\.\.\.|[-+*/%&|^<>=!:;,.(){}\[\]])
+    """,
+    re.S | re.X,
+)
+
+
+def tokens(text):
+    out = []
+    pos = 0
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if not m:
+            raise ValueError(f"cannot read Go at {text[pos:pos + 40]!r}")
+        kind = m.lastgroup
+        if kind not in ("ws", "comment"):
+            out.append((kind, m.group(), m.start()))
+        pos = m.end()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Values
+
+class Raw(str):
+    """Go text the parser keeps but cannot evaluate."""
+
+
+class Call:
+    def __init__(self, name, args):
+        self.name, self.args = name, args
+
+    def __repr__(self):
+        return f"{self.name}({', '.join(map(repr, self.args))})"
+
+
+class Lit(dict):
+    """A keyed composite literal; `type` is the Go type written before it (or None)."""
+
+    def __init__(self, typ):
+        super().__init__()
+        self.type = typ
+
+
+CONSTANTS = {
+    "constants.PriorityInferenceNumber": 125,
+    "constants.PriorityBuildNumber": 100,
+    "constants.PriorityInteractivePreemptibleNumber": 75,
+    "constants.PriorityTrainNumber": 50,
+    "time.Nanosecond": 1e-9,
+    "time.Millisecond": 0.001,
+    "time.Second": 1,
+    "time.Minute": 60,
+    "time.Hour": 3600,
+    "true": True,
+    "false": False,
+    "nil": None,
+    "common_info.NoMaxAllowedResource": -1,
+    "commonconstants.DefaultQueuePriority": 100,
+    "constants.DefaultQueuePriority": 100,
+    "enginev2alpha2.Preemptible": "Preemptible",
+    "enginev2alpha2.NonPreemptible": "NonPreemptible",
+    "v2alpha2.Preemptible": "Preemptible",
+    "v2alpha2.NonPreemptible": "NonPreemptible",
+    "node_info.MigStrategyMixed": "mixed",
+    "node_info.MigStrategySingle": "single",
+    "constants.GPUResource": "gpu",
+    "constants.CPUResource": "cpu",
+    "constants.SpreadStrategy": "spread",
+    "constants.BinpackStrategy": "binpack",
+}
+
+
+class Parser:
+    def __init__(self, toks, text):
+        self.t, self.i, self.text = toks, 0, text
+
+    def peek(self, k=0):
+        j = self.i + k
+        return self.t[j] if j < len(self.t) else ("eof", "", len(self.text))
+
+    def next(self):
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def expect(self, value):
+        tok = self.next()
+        if tok[1] != value:
+            raise ValueError(f"expected {value!r}, found {tok[1]!r} at {self.line(tok[2])}")
+        return tok
+
+    def line(self, pos):
+        return self.text.count("\n", 0, pos) + 1
+
+    def skip_balanced(self):
+        """Skips from an opening bracket to its match; returns the source text."""
+        start = self.peek()[2]
+        depth = 0
+        while True:
+            kind, v, pos = self.next()
+            if v in "({[":
+                depth += 1
+            elif v in ")}]":
+                depth -= 1
+                if depth == 0:
+                    return self.text[start:pos + 1]
+            if kind == "eof":
+                raise ValueError("unbalanced")
+
+    def type_expr(self):
+        """Reads a type: []T, *T, map[K]V, pkg.T; returns its text."""
+        parts = []
+        while True:
+            kind, v, _ = self.peek()
+            if v == "[":
+                self.next()
+                if self.peek()[1] == "]":
+                    self.next()
+                    parts.append("[]")
+                else:
+                    inner = self.expr()
+                    self.expect("]")
+                    parts.append(f"[{inner}]")
+            elif v == "*":
+                self.next()
+                parts.append("*")
+            elif v == "map":
+                self.next()
+                self.expect("[")
+                key = self.type_expr()
+                self.expect("]")
+                parts.append(f"map[{key}]")
+            elif kind == "ident":
+                self.next()
+                name = v
+                while self.peek()[1] == "." and self.peek(1)[0] == "ident":
+                    self.next()
+                    name += "." + self.next()[1]
+                parts.append(name)
+                return "".join(parts)
+            else:
+                return "".join(parts)
+
+    def expr(self):
+        left = self.unary()
+        while self.peek()[1] in ("+", "-", "*", "/", "<<", "|", "&&", "||", "==", "!="):
+            op = self.next()[1]
+            right = self.unary()
+            left = binop(op, left, right)
+        return left
+
+    def unary(self):
+        v = self.peek()[1]
+        if v == "&":
+            self.next()
+            return self.unary()
+        if v == "-":
+            self.next()
+            x = self.unary()
+            return -x if isinstance(x, (int, float)) else Raw(f"-{x}")
+        if v == "!":
+            self.next()
+            x = self.unary()
+            return (not x) if isinstance(x, bool) else Raw(f"!{x}")
+        return self.primary()
+
+    def primary(self):
+        kind, v, pos = self.peek()
+        if v == "{":
+            return self.composite(None)
+        if v == "(":
+            self.next()
+            x = self.expr()
+            self.expect(")")
+            return x
+        if kind == "num":
+            self.next()
+            return int(v, 0) if re.fullmatch(r"\d+|0[xX][0-9a-fA-F]+", v) else float(v)
+        if kind == "str":
+            self.next()
+            return json.loads(v)
+        if kind == "raw":
+            self.next()
+            return v[1:-1]
+        if v == "func":
+            start = pos
+            self.next()
+            self.skip_balanced()  # parameters
+            while self.peek()[1] != "{":
+                self.next()
+            self.skip_balanced()  # body
+            if self.peek()[1] == "(":
+                self.skip_balanced()
+            return Raw(self.text[start:self.peek()[2]].strip().rstrip(","))
+        if v in ("[", "*", "map"):
+            typ = self.type_expr()
+            if self.peek()[1] == "{":
+                return self.composite(typ)
+            return Raw(typ)
+        if kind == "ident":
+            name = self.type_expr()
+            while True:
+                nv = self.peek()[1]
+                if nv == "{":
+                    return self.composite(name)
+                if nv == "(":
+                    self.next()
+                    args = []
+                    while self.peek()[1] != ")":
+                        args.append(self.expr())
+                        if self.peek()[1] == ",":
+                            self.next()
+                    self.expect(")")
+                    result = call(name, args)
+                    if self.peek()[1] == "." :
+                        self.next()
+                        name = f"{result!r}.{self.next()[1]}"
+                        continue
+                    return result
+                if name in CONSTANTS:
+                    return CONSTANTS[name]
+                if name.startswith("pod_status."):
+                    return name.split(".", 1)[1]
+                return Raw(name)
+        raise ValueError(f"unexpected {v!r} at line {self.line(pos)}")
+
+    def composite(self, typ):
+        self.expect("{")
+        keyed, items = None, []
+        while self.peek()[1] != "}":
+            first = self.expr()
+            if self.peek()[1] == ":":
+                self.next()
+                value = self.expr()
+                keyed = True
+                items.append((first, value))
+            else:
+                keyed = False
+                items.append(first)
+            if self.peek()[1] == ",":
+                self.next()
+        self.expect("}")
+        if keyed:
+            lit = Lit(typ)
+            for k, v in items:
+                lit[str(k)] = v
+            return lit
+        if typ is None or typ.startswith("[]"):
+            return list(items)
+        lit = Lit(typ)  # an empty struct literal
+        return lit
+
+
+def binop(op, a, b):
+    if op == "+" and isinstance(a, str) and isinstance(b, str) and not isinstance(a, Raw) \
+            and not isinstance(b, Raw):
+        return a + b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a / b
+        if op == "<<":
+            return a << b
+    return Raw(f"{a} {op} {b}")
+
+
+def call(name, args):
+    if name in ("ptr.To", "pointer.Int", "pointer.Int32", "pointer.Int64", "pointer.Float64",
+                "pointer.String", "pointer.Bool", "pointer.Duration", "int", "int32", "int64", "uint64", "float64",
+                "test_utils.CreateFloat64Pointer", "ptr.To[int]", "ptr.To[int64]",
+                "ptr.To[uint64]", "ptr.To[float64]", "v1.ResourceName", "resource_info.ResourceName"):
+        return args[0] if args else None
+    if name == "jobs_fake.DefaultSubGroup":
+        return {"__default_sub_group__": args[0]}
+    return Call(name, args)
+
+
+# ---------------------------------------------------------------------------------------------
+# From KAI's structs to case data
+
+INTEGRATION = False
+
+JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "Preemptibility", "RequiredGPUsPerTask",
+              "RequiredCPUsPerTask", "RequiredMemoryPerTask", "RequiredGpuMemory",
+              "RequiredMultiFractionDevicesPerTask", "Tasks", "JobAgeInMinutes",
+              "IsBestEffortJob", "PreemptionDelay", "StaleDuration", "PerJobStalenessGracePeriod",
+              "MinAvailable"}
+TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
+               "RequiredMigInstances"}
+NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
+               "MigStrategy", "MigInstances", "GPUName"}
+QUEUE_FIELDS = {"Name", "Priority", "DeservedGPUs", "DeservedCPUs", "DeservedMemory",
+                "MaxAllowedGPUs", "MaxAllowedCPUs", "MaxAllowedMemory", "GPUOverQuotaWeight",
+                "ParentQueue", "ReclaimMinRuntime", "InteractiveTimeoutInMinutes"}
+DEPARTMENT_FIELDS = {"Name", "DeservedGPUs", "MaxAllowedGPUs", "MaxAllowedCPUs", "MaxAllowedMemory"}
+EXPECT_FIELDS = {"NodeName", "GPUsRequired", "GPUsAccepted", "MilliCpuRequired", "MemoryRequired",
+                 "Status", "GPUGroups", "DontValidateGPUGroup", "ExpectedErrorMessage",
+                 "LastStartTimestampOlderThan"}
+NODE_EXPECT_FIELDS = {"ReleasingGPUs", "IdleGPUs"}
+TOPOLOGY_FIELDS = {"Name", "Jobs", "Nodes", "Queues", "Departments", "DisableDefaultDepartment",
+                   "JobExpectedResults", "TaskExpectedResults", "ExpectedNodesResources", "Mocks"}
+
+# Fields read but not checked (the harness ignores them), with why, for the file's header.
+IGNORED = {
+    "GPUGroups": "which device a shared pod holds: our cycle rebuilds device assignment",
+    "DontValidateGPUGroup": "goes with GPUGroups",
+    "GPUName": "a label only",
+    "InteractiveTimeoutInMinutes": "not read by the action",
+    "LastStartTimestampOlderThan": "KAI's job start stamp; we keep none",
+    "ExpectedErrorMessage": "KAI's fit-error text; our pending reasons are worded differently",
+    "Mocks.CacheRequirements": "counts of cache calls allowed by the mock, not expectations",
+}
+
+
+class Cannot(Exception):
+    pass
+
+
+def plain(value, what):
+    """A value the YAML can hold, or Cannot."""
+    if isinstance(value, Raw):
+        raise Cannot(f"{what} is Go code the converter does not evaluate: {value}")
+    if isinstance(value, Call):
+        raise Cannot(f"{what} is a call the converter does not evaluate: {value!r}")
+    if isinstance(value, dict):
+        return {str(k): plain(v, f"{what}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v, f"{what}[]") for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def check_fields(lit, allowed, what):
+    extra = [k for k in lit if k not in allowed]
+    if extra:
+        raise Cannot(f"{what} uses {', '.join(sorted(extra))}, which the harness does not model")
+
+
+def duration(value, what):
+    """`&metav1.Duration{Duration: 10 * time.Minute}` or a time.Duration, in seconds."""
+    if isinstance(value, Lit) and "Duration" in value:
+        value = value["Duration"]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise Cannot(f"{what} is a duration the converter does not read: {value!r}")
+
+
+def job(lit):
+    lit = dict(lit)
+    if "RootSubGroupSet" in lit:
+        rs = lit.pop("RootSubGroupSet")
+        if isinstance(rs, dict) and "__default_sub_group__" in rs:
+            lit["MinAvailable"] = rs["__default_sub_group__"]
+        else:
+            raise Cannot(f"job {lit.get('Name')} has sub-groups or a topology constraint "
+                         f"(RootSubGroupSet {str(rs).splitlines()[0][:70]}...): our gangs have "
+                         f"neither")
+    if lit.get("QOSClass"):
+        lit.pop("QOSClass")
+    if lit.get("DeleteJobInTest"):
+        if not INTEGRATION:
+            raise Cannot(f"job {lit.get('Name')} sets DeleteJobInTest outside a multi-round test")
+    else:
+        lit.pop("DeleteJobInTest", None)
+    for k in ("JobNotReadyForSsn",):
+        if lit.get(k):
+            raise Cannot(f"job {lit.get('Name')} sets {k}")
+        lit.pop(k, None)
+    check_fields(lit, JOB_FIELDS, f"job {lit.get('Name')}")
+    for k in ("PreemptionDelay", "StaleDuration", "PerJobStalenessGracePeriod"):
+        if k in lit:
+            lit[k] = duration(lit[k], f"job {lit.get('Name')} {k}")
+    tasks = []
+    for t in lit.get("Tasks", []):
+        t = dict(t)
+        for k in ("SubGroupName", "Priority", "Annotations", "PodAffinityLabels",
+                  "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "ResourceClaimNames",
+                  "ResourceClaimTemplates", "PersistentVolumeClaimNames", "IsLegacyMigTask"):
+            if t.get(k):
+                raise Cannot(f"a task of job {lit.get('Name')} sets {k}, which the harness "
+                             f"does not model")
+            t.pop(k, None)
+        check_fields(t, TASK_FIELDS, f"a task of job {lit.get('Name')}")
+        if t.get("State") not in ("Pending", "Running", "Bound", "Binding", "Allocated",
+                                  "Releasing", "Succeeded", "Failed"):
+            raise Cannot(f"a task of job {lit.get('Name')} starts {t.get('State')}, a state our "
+                         f"snapshot has no input for")
+        tasks.append(plain(t, "task"))
+    lit["Tasks"] = tasks
+    return plain(lit, f"job {lit.get('Name')}")
+
+
+def queue(lit, fields, what):
+    lit = dict(lit)
+    if lit.get("V1"):
+        raise Cannot(f"{what} {lit.get('Name')} is a v1 queue (no resources)")
+    lit.pop("V1", None)
+    if lit.get("UseOnlyFreeCPUResources"):
+        raise Cannot(f"{what} {lit.get('Name')} sets UseOnlyFreeCPUResources")
+    lit.pop("UseOnlyFreeCPUResources", None)
+    check_fields(lit, fields, f"{what} {lit.get('Name')}")
+    if "ReclaimMinRuntime" in lit:
+        lit["ReclaimMinRuntime"] = duration(lit["ReclaimMinRuntime"], "ReclaimMinRuntime")
+    return plain(lit, f"{what} {lit.get('Name')}")
+
+
+def node(name, lit):
+    lit = dict(lit)
+    if lit.get("NumaTopology") is not None and "NumaTopology" in lit:
+        raise Cannot(f"node {name} has a NUMA topology")
+    lit.pop("NumaTopology", None)
+    if lit.get("GpuMemorySynced") is not None and "GpuMemorySynced" in lit:
+        raise Cannot(f"node {name} sets GpuMemorySynced")
+    lit.pop("GpuMemorySynced", None)
+    check_fields(lit, NODE_FIELDS, f"node {name}")
+    return plain(lit, f"node {name}")
+
+
+def expectations(lit, what):
+    out = {}
+    for name, e in lit.items():
+        e = dict(e)
+        if e.get("NUMAZones") is not None and "NUMAZones" in e:
+            raise Cannot(f"{what} {name} expects NUMA zones")
+        e.pop("NUMAZones", None)
+        check_fields(e, EXPECT_FIELDS, f"{what} {name}")
+        for k in ("GPUGroups", "DontValidateGPUGroup", "LastStartTimestampOlderThan",
+                  "ExpectedErrorMessage"):
+            e.pop(k, None)
+        out[str(name)] = plain(e, f"{what} {name}")
+    return out
+
+
+def topology(lit, meta):
+    """One KAI TestTopologyBasic as a case dict (raises Cannot)."""
+    if "__unreadable__" in lit:
+        raise Cannot(f"the converter cannot read this literal: {lit['__unreadable__']}")
+    extra = [k for k in lit if k not in TOPOLOGY_FIELDS and k != "Name"]
+    extra_meta = [k for k in meta if k not in ("TestTopologyBasic", "Name")]
+    if extra:
+        raise Cannot(f"the test sets {', '.join(sorted(extra))}, which the harness does not model")
+    mocks = lit.get("Mocks")
+    if isinstance(mocks, dict) and mocks.get("SchedulerConf") is not None:
+        conf = mocks["SchedulerConf"]
+        names = []
+        for tier in (conf.get("Tiers") or []) if isinstance(conf, dict) else []:
+            for plugin in tier.get("Plugins") or []:
+                args = plugin.get("Arguments") or {}
+                names.append(str(plugin.get("Name")) + (f" {dict(args)}" if args else ""))
+        raise Cannot("the test replaces KAI's scheduler configuration (Mocks.SchedulerConf: "
+                     f"plugins {', '.join(names) or '?'}); our policy has no per-plugin "
+                     "switches, only binpack or spread per node")
+    if isinstance(mocks, dict) and mocks.get("GPUMetric") is not None:
+        raise Cannot("the test mocks GPU metrics")
+    expects = (lit.get("JobExpectedResults") or lit.get("TaskExpectedResults")
+               or lit.get("ExpectedNodesResources"))
+    if isinstance(lit.get("Jobs"), list) and not lit.get("Jobs") and not expects:
+        raise Cannot("the case has no jobs and expects nothing: there is nothing to compare")
+    if not lit.get("Jobs") or not (lit.get("JobExpectedResults") or lit.get("TaskExpectedResults")
+                                   or lit.get("ExpectedNodesResources")):
+        raise Cannot("the literal holds no jobs or no expectations: the test fills them in Go "
+                     "code or checks its results by hand, which the converter does not read")
+    case = {}
+    if lit.get("DisableDefaultDepartment"):
+        case["DisableDefaultDepartment"] = True
+    case["Nodes"] = {str(n): node(n, v) for n, v in (lit.get("Nodes") or {}).items()}
+    case["Queues"] = [queue(q, QUEUE_FIELDS, "queue") for q in lit.get("Queues") or []]
+    if lit.get("Departments"):
+        case["Departments"] = [queue(d, DEPARTMENT_FIELDS, "department")
+                               for d in lit["Departments"]]
+    case["Jobs"] = [job(j) for j in lit.get("Jobs") or []]
+    if lit.get("JobExpectedResults"):
+        case["JobExpectedResults"] = expectations(lit["JobExpectedResults"], "job")
+    if lit.get("TaskExpectedResults"):
+        case["TaskExpectedResults"] = expectations(lit["TaskExpectedResults"], "task")
+    if lit.get("ExpectedNodesResources"):
+        nodes = {}
+        for n, e in lit["ExpectedNodesResources"].items():
+            e = dict(e)
+            if e.get("NUMAZonesAvailable") is not None and "NUMAZonesAvailable" in e:
+                raise Cannot(f"node {n} expects NUMA zones")
+            e.pop("NUMAZonesAvailable", None)
+            check_fields(e, NODE_EXPECT_FIELDS, f"expected node {n}")
+            nodes[str(n)] = plain(e, f"expected node {n}")
+        case["ExpectedNodesResources"] = nodes
+    if extra_meta:
+        case["rounds"] = {k: plain(meta[k], k) for k in extra_meta}
+    return case
+
+
+def enclosing_test(text, pos, tests):
+    """The Go function a literal sits in, and the Test function that runs it."""
+    funcs = [(m.start(), m.group(1)) for m in re.finditer(r"^func (?:\([^)]*\) )?(\w+)", text, re.M)]
+    inside = None
+    for start, name in funcs:
+        if start < pos:
+            inside = name
+    if inside and inside.startswith("Test"):
+        return inside
+    for start, name in funcs:
+        if name.startswith("Test"):
+            body_end = next((s for s, _ in funcs if s > start), len(text))
+            if inside and re.search(r"\b" + re.escape(inside) + r"\(", text[start:body_end]):
+                return name
+    return inside or "?"
+
+
+def cases_of(text):
+    toks = tokens(text)
+    out = []
+    numbers = {}
+    i = 0
+    while i < len(toks):
+        kind, v, pos = toks[i]
+        # A TestTopologyMetadata literal ({ Name?, TestTopologyBasic: ..., Rounds... }) or a bare
+        # TestTopologyBasic one.
+        if v == "TestTopologyBasic" and i + 1 < len(toks) and toks[i + 1][1] in ("{",):
+            is_field = i >= 2 and toks[i - 1][1] == "." and toks[i - 2][1] == "test_utils"
+            returns_it = i >= 3 and toks[i - 3][1] == ")"  # a function's result type
+            if not is_field or returns_it:
+                i += 1
+                continue
+            # Is it the value of a `TestTopologyBasic:` field inside a metadata literal?
+            meta_start = None
+            if i >= 4 and toks[i - 3][1] == ":" and toks[i - 4][1] == "TestTopologyBasic":
+                # find the enclosing '{' of the metadata literal
+                depth = 0
+                j = i - 5
+                while j >= 0:
+                    if toks[j][1] in ")}]":
+                        depth += 1
+                    elif toks[j][1] in "({[":
+                        if depth == 0:
+                            break
+                        depth -= 1
+                    j -= 1
+                meta_start = j
+            parsed = False
+            if meta_start is not None:
+                try:
+                    p = Parser(toks, text)
+                    p.i = meta_start
+                    meta = p.composite(None)
+                    lit = meta["TestTopologyBasic"]
+                    end = p.i
+                    parsed = True
+                except (ValueError, KeyError, TypeError):
+                    parsed = False  # not a literal around it: read the topology alone
+            if not parsed:
+                p = Parser(toks, text)
+                p.i = i + 1
+                meta = {}
+                try:
+                    lit = p.composite("test_utils.TestTopologyBasic")
+                    end = p.i
+                except ValueError as e:
+                    lit = Lit("test_utils.TestTopologyBasic")
+                    lit["__unreadable__"] = Raw(str(e))
+                    end = i + 1
+            test = enclosing_test(text, pos, None)
+            number = numbers.get(test, 0)
+            numbers[test] = number + 1
+            out.append((test, number, lit, meta, text.count("\n", 0, pos) + 1))
+            i = end
+            continue
+        i += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+def flow(value):
+    """One-line YAML flow style (JSON with bare words where YAML allows them)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key(k)}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return key(value)
+
+
+BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
+
+
+def key(s):
+    s = str(s)
+    if BARE.match(s) and s.lower() not in RESERVED:
+        return s
+    return json.dumps(s)
+
+
+def write_case(lines, case):
+    lines.append(f"  - test: {case['test']}")
+    lines.append(f"    number: {case['number']}")
+    lines.append(f"    name: {json.dumps(case['name'])}")
+    lines.append(f"    line: {case['line']}")
+    for k in ("known-difference", "note", "cannot"):
+        if case.get(k):
+            lines.append(f"    {k}: {json.dumps(case[k])}")
+    for k, v in case.items():
+        if k in ("test", "number", "name", "line", "known-difference", "note", "cannot"):
+            continue
+        if isinstance(v, dict) and v and k != "rounds":
+            lines.append(f"    {k}:")
+            for name, item in v.items():
+                lines.append(f"      {key(name)}: {flow(item)}")
+        elif isinstance(v, list) and v:
+            lines.append(f"    {k}:")
+            for item in v:
+                lines.append(f"      - {flow(item)}")
+        else:
+            lines.append(f"    {k}: {flow(v)}")
+
+
+def previous_notes(path):
+    if not os.path.exists(path):
+        return {}
+    try:
+        import yaml  # noqa: PLC0415
+    except ImportError:
+        sys.exit("PyYAML is needed to keep the notes of an existing case file")
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    notes = {}
+    for c in data.get("cases", []):
+        kept = {k: c[k] for k in ("known-difference", "note") if c.get(k)}
+        if kept:
+            notes[(c["test"], c["name"])] = kept
+    return notes
+
+
+def table_name(text, line):
+    """A case named outside the literal (`{name: "...", topology: test_utils.TestTopologyBasic{`)."""
+    lines = text.splitlines()[max(0, line - 6):line]
+    for candidate in reversed(lines):
+        m = re.search(r'\bname:\s*"([^"]*)"', candidate)
+        if m:
+            return m.group(1)
+    return None
+
+
+def transcribe(kai, rel, action):
+    global INTEGRATION
+    INTEGRATION = "/integration_tests/" in rel
+    with open(os.path.join(kai, rel), encoding="utf-8") as f:
+        text = f.read()
+    stem = os.path.basename(rel).replace(".go", ".yaml")
+    if INTEGRATION:
+        stem = "integration_" + rel.split("/integration_tests/")[1].split("/")[0] + "_" + stem
+    out_path = os.path.join(HERE, stem)
+    notes = previous_notes(out_path)
+    cases = []
+    for test, number, lit, meta, line in cases_of(text):
+        name = lit.get("Name") or meta.get("Name") or table_name(text, line) or f"#{number}"
+        case = {"test": test, "number": number, "name": name, "line": line}
+        try:
+            case.update(topology(lit, meta))
+        except Cannot as e:
+            case["cannot"] = str(e)
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
+            case["cannot"] = (f"the literal is built from Go variables or code the converter "
+                              f"does not evaluate ({e.__class__.__name__}: {e})")
+        case.update(notes.get((test, name), {}))
+        cases.append(case)
+    lines = [
+        "# KAI Scheduler's action test cases, transcribed by transcribe.py from the KAI file below;",
+        "# each case names the Go test function, its index in that function's table (number), the",
+        "# case's Name and the line of its literal. Field names are KAI's (test_utils.TestTopologyBasic,",
+        "# jobs_fake.TestJobBasic, tasks_fake.TestTaskBasic, nodes_fake.TestNodeBasic); format and",
+        "# defaults: README.md in this folder.",
+        f"source: {rel}",
+        f"action: {action}",
+        *(["integration: true"] if INTEGRATION else []),
+        "cases:",
+    ]
+    for case in cases:
+        write_case(lines, case)
+    with open(out_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    cannot = sum(1 for c in cases if "cannot" in c)
+    print(f"{rel}: {len(cases)} cases, {cannot} not expressible -> {os.path.relpath(out_path)}")
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    kai = sys.argv[1]
+    files = sys.argv[2:] or list(FILES)
+    for rel in files:
+        transcribe(kai, rel, FILES.get(rel, "allocate"))
+
+
+if __name__ == "__main__":
+    main()
