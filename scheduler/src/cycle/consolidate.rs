@@ -12,11 +12,8 @@ use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 use crate::decision::{Decision, EvictReason};
 
-/// The most pods one cycle moves for one gang.
-pub const MAX_MOVES: usize = 8;
-
-/// How many of the nodes closest to fitting are searched for a pod to move.
-const NODES_SEARCHED: usize = 16;
+/// The most victim jobs one consolidation attempt tries to move (KAI: 16).
+pub const MAX_VICTIM_JOBS: usize = 16;
 
 impl Context<'_> {
     /// Consolidation pass; returns the jobs it could not help.
@@ -30,30 +27,43 @@ impl Context<'_> {
         }
         let mut still = Vec::new();
         let mut moved: HashSet<usize> = HashSet::new();
-        let mut job_of = vec![usize::MAX; self.snapshot.pods.len()];
-        for (j, job) in self.jobs.iter().enumerate() {
-            for &p in &job.pods {
-                job_of[p] = j;
-            }
-        }
+        // KAI's victims queue (`utils.GetVictimsQueue`): movable jobs in reversed job order,
+        // the lowest priority and newest first, worked out once for the pass.
+        let mut victims: Vec<usize> = (0..self.jobs.len())
+            .filter(|&v| self.movable(v) && self.is_running(v))
+            .collect();
+        victims.sort_by_cached_key(|&v| std::cmp::Reverse(self.reverse_job_order_key(v)));
+        let mut failed = super::evict::FailedJobs::default();
         for u in unplaced {
             // KAI consolidates only for preemptible pending jobs (`FilterNonPreemptible`) past
-            // their preemption delay (reclaim and preempt give the delay as the reason).
+            // their preemption delay (reclaim and preempt give the delay as the reason), and
+            // skips a job no easier than one it already failed for (`smallestFailedJobs`).
+            let Ok(leaf) = self.jobs[u.job].queue else {
+                still.push(u);
+                continue;
+            };
             if !self.jobs[u.job].preemptible
                 || self.within_preemption_delay(u.job).is_some()
-                || !self.try_consolidate(u.job, &mut moved, &job_of)
+                || !failed.easier(self, u.job, leaf)
             {
+                still.push(u);
+                continue;
+            }
+            if !self.try_consolidate(u.job, &victims, &mut moved) {
+                failed.record(self, u.job, leaf);
                 still.push(u);
             }
         }
         still
     }
 
+    /// Moves the first of `victims` (in order) that it takes for the gang to fit, if every pod
+    /// moved fits again elsewhere.
     fn try_consolidate(
         &mut self,
         job: usize,
+        victims: &[usize],
         moved: &mut HashSet<usize>,
-        job_of: &[usize],
     ) -> bool {
         let Ok(leaf) = self.jobs[job].queue else {
             return false;
@@ -72,112 +82,91 @@ impl Context<'_> {
         if free.gpu < request.gpu || free.cpu < request.cpu || free.memory < request.memory {
             return false;
         }
-        let mut on_node: Vec<Vec<usize>> = vec![Vec::new(); self.state.len()];
-        for (p, slot) in self.slots.iter().enumerate() {
-            if let (Some(slot), Some(_)) = (slot, &self.snapshot.pods[p].node) {
-                on_node[slot.node].push(p);
+        // Each victim is added to the moved set in turn until the gang fits and every moved
+        // pod fits again elsewhere (KAI's job solver with `allPodsReallocated`). A job that grew
+        // or whose pods moved in this pass is no victim now.
+        let mut released: Vec<(usize, Slot)> = Vec::new();
+        let now_movable = victims.iter().copied().filter(|&v| {
+            v != job
+                && !self.growing(v)
+                && self.is_running(v)
+                && self.running(v).iter().all(|p| !moved.contains(p))
+        });
+        for v in now_movable.take(MAX_VICTIM_JOBS).collect::<Vec<_>>() {
+            for p in self.running(v) {
+                if let Some(slot) = self.slots[p].take() {
+                    self.state.release(&slot, &self.snapshot.pods[p]);
+                    released.push((p, slot));
+                }
             }
-        }
-        let mut moves: Vec<(usize, Slot, Slot)> = Vec::new();
-        while moves.len() <= MAX_MOVES {
-            if let Some(slots) = try_place_gang(self.state, self.snapshot, &pending, &plan) {
+            let Some(slots) = try_place_gang(self.state, self.snapshot, &pending, &plan) else {
+                continue;
+            };
+            if let Some(to) = self.replace_all(&released, plan.strategy) {
                 let for_job = self.jobs[job].key.clone();
-                for (p, from, to) in moves {
-                    let to_node = self.snapshot.nodes[to.node].name.clone();
-                    self.decisions.push(Decision::Evict {
-                        pod: self.snapshot.pods[p].key(),
-                        node: self.snapshot.nodes[from.node].name.clone(),
-                        reason: EvictReason::Consolidate {
-                            for_job: for_job.clone(),
-                            to_node,
-                        },
-                    });
-                    moved.insert(p);
+                for ((p, from), to) in released.into_iter().zip(to) {
+                    if to.node != from.node {
+                        self.decisions.push(Decision::Evict {
+                            pod: self.snapshot.pods[p].key(),
+                            node: self.snapshot.nodes[from.node].name.clone(),
+                            reason: EvictReason::Consolidate {
+                                for_job: for_job.clone(),
+                                to_node: self.snapshot.nodes[to.node].name.clone(),
+                            },
+                        });
+                        moved.insert(p);
+                    }
+                    self.slots[p] = Some(to);
                 }
                 self.commit(job, leaf, slots, true);
                 return true;
             }
-            if moves.len() == MAX_MOVES {
-                break;
-            }
-            let Some(step) = self.next_move(&pending, &plan, moved, &moves, &on_node, job_of)
-            else {
-                break;
-            };
-            on_node[step.1.node].retain(|&p| p != step.0);
-            on_node[step.2.node].push(step.0);
-            let pod = &self.snapshot.pods[step.0];
-            self.state.release(&step.1, pod);
-            self.state.take(&step.2, pod);
-            self.slots[step.0] = Some(step.2.clone());
-            moves.push(step);
+            self.give_back(&slots);
         }
-        for (p, from, to) in moves.into_iter().rev() {
-            let pod = &self.snapshot.pods[p];
-            self.state.release(&to, pod);
-            self.state.take(&from, pod);
-            self.slots[p] = Some(from);
+        for (p, slot) in released.into_iter().rev() {
+            self.state.take(&slot, &self.snapshot.pods[p]);
+            self.slots[p] = Some(slot);
         }
         false
     }
 
-    /// One pod to move: from the node that comes closest to fitting the gang's largest pod, a
-    /// running preemptible pod (past its min-runtime) that fits on another node.
-    fn next_move(
-        &self,
-        pending: &[usize],
-        plan: &Plan,
-        moved: &HashSet<usize>,
-        moves: &[(usize, Slot, Slot)],
-        on_node: &[Vec<usize>],
-        job_of: &[usize],
-    ) -> Option<(usize, Slot, Slot)> {
-        let largest = *pending.iter().max_by_key(|&&p| {
+    /// Places every released pod again, largest first, where the filters and the strategy
+    /// allow (its own node included: a pod that lands where it was does not move). Returns the
+    /// new slots in `released`'s order, or puts everything back and returns `None`.
+    fn replace_all(&mut self, released: &[(usize, Slot)], strategy: Strategy) -> Option<Vec<Slot>> {
+        let mut order: Vec<usize> = (0..released.len()).collect();
+        order.sort_by_key(|&i| {
+            let pod = &self.snapshot.pods[released[i].0];
             (
-                self.snapshot.pods[p].request.gpu,
-                self.snapshot.pods[p].request.cpu,
+                std::cmp::Reverse(pod.request.gpu),
+                std::cmp::Reverse(pod.request.cpu),
+                i,
             )
-        })?;
-        let pod = &self.snapshot.pods[largest];
-        let mut nodes: Vec<(i64, usize)> = (0..self.state.len())
-            .filter(|&n| self.state.schedulable(n))
-            .map(|n| {
-                let l = self.state.lacking(n, pod);
-                (l.gpu * 1_000_000 + l.cpu * 1000 + l.memory / 1_000_000, n)
-            })
-            .filter(|&(lacking, _)| lacking > 0)
-            .collect();
-        nodes.sort_unstable();
-        let touched: HashSet<usize> = moves.iter().map(|(p, _, _)| *p).collect();
-        for (_, node) in nodes.into_iter().take(NODES_SEARCHED) {
-            let mut movable: Vec<usize> = on_node[node]
-                .iter()
-                .copied()
-                .filter(|&p| {
-                    !moved.contains(&p)
-                        && !touched.contains(&p)
-                        && !self.snapshot.pods[p].terminating
-                })
-                .filter(|&p| self.movable(job_of[p]))
-                .collect();
-            movable.sort_by_key(|&p| (std::cmp::Reverse(self.snapshot.pods[p].request.gpu), p));
-            for p in movable {
-                let victim = &self.snapshot.pods[p];
-                let destination = self
-                    .state
-                    .candidates(victim, plan.strategy)
-                    .filter(|&m| m != node)
-                    .find_map(|m| {
-                        self.state
-                            .devices_for(m, victim, plan.strategy)
-                            .map(|devices| Slot { node: m, devices })
-                    });
-                if let (Some(to), Some(from)) = (destination, self.slots[p].clone()) {
-                    return Some((p, from, to));
+        });
+        let mut to: Vec<Option<Slot>> = vec![None; released.len()];
+        for &i in &order {
+            let pod = &self.snapshot.pods[released[i].0];
+            let slot = self.state.candidates(pod, strategy).find_map(|m| {
+                self.state
+                    .devices_on_candidate(m, pod, strategy)
+                    .map(|devices| Slot { node: m, devices })
+            });
+            match slot {
+                Some(slot) => {
+                    self.state.take(&slot, pod);
+                    to[i] = Some(slot);
+                }
+                None => {
+                    for (k, slot) in to.iter().enumerate() {
+                        if let Some(slot) = slot {
+                            self.state.release(slot, &self.snapshot.pods[released[k].0]);
+                        }
+                    }
+                    return None;
                 }
             }
         }
-        None
+        to.into_iter().collect()
     }
 
     /// Whether a running job's pods may be moved: it is preemptible and not growing. KAI's

@@ -293,23 +293,9 @@ impl<'s> ClusterState<'s> {
         self.index(slot.node, true);
     }
 
-    /// The devices a pod would take on a node, if it may go there: every filter (the node's
-    /// taints, labels and conditions, its free resources of every kind, pod slots, host ports
-    /// and inter-pod terms) passes.
-    pub fn devices_for(
-        &self,
-        node: usize,
-        pod: &Pod,
-        strategy: Strategy,
-    ) -> Option<Vec<(usize, i64)>> {
-        if !self.schedulable[node] || !self.admits(node, pod) {
-            return None;
-        }
-        self.devices_on_candidate(node, pod, strategy)
-    }
-
-    /// [`Self::devices_for`] on a node [`Self::candidates`] gave for the pod, which is
-    /// schedulable and admits it already.
+    /// The devices a pod would take on a node [`Self::candidates`] gave for it (schedulable,
+    /// passing the pod's node filters), if every filter that depends on what is free passes:
+    /// its resources of every kind, pod slots, host ports and inter-pod terms.
     pub fn devices_on_candidate(
         &self,
         node: usize,
