@@ -349,7 +349,8 @@ impl Printer {
         for &token in tokens {
             self.token(token);
         }
-        if self.line != Line::Empty {
+        // A `\` at the very end leaves an empty continued line: nothing to write for it.
+        if self.line != Line::Empty && !self.current.trim().is_empty() {
             self.finish_line();
         }
         if self.lines.is_empty() {
@@ -522,6 +523,15 @@ mod tests {
             fmt("queue \"a\"{gpu quota = 2;namespaces \"x\" ; }"),
             "queue \"a\" {\n    gpu quota=2\n    namespaces \"x\"\n}\n"
         );
+    }
+
+    #[test]
+    fn a_continuation_at_the_end_of_the_file_formats_the_same_twice() {
+        // Found by `fmt_fuzz` at 1,000,000 inputs: `$\` became `$ \` + newline, which then
+        // gained an empty continued line on every pass.
+        assert_eq!(fmt("$\\"), "$ \\\n");
+        assert_eq!(fmt("$ \\\n"), "$ \\\n");
+        assert_eq!(fmt("a \\\n"), "a \\\n");
     }
 
     #[test]
