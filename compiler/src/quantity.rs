@@ -74,11 +74,41 @@ pub enum QuantityError {
     TooLarge(String),
 }
 
+/// Which way an amount finer than the stored unit goes, for quantities that were accepted
+/// elsewhere (a cluster's objects: Kubernetes took `cpu: 1u`, so its reader cannot refuse it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Round {
+    /// Up: what a pod asks for (as the kubelet's `MilliValue`/`Value` do).
+    Up,
+    /// Down: what a node offers (never promise more than there is).
+    Down,
+}
+
 /// Parses a quantity (the literal text of a KDL number or string) into stored units of `kind`.
 ///
 /// Accepts Kubernetes' grammar: an optional sign, a decimal number, and one suffix: binary
 /// (`Ki`…`Ei`), decimal (`n`, `u`, `m`, `k`, `M`, `G`, `T`, `P`, `E`) or an exponent (`e3`).
+/// An amount finer than the stored unit is refused ([`QuantityError::TooPrecise`]).
 pub fn parse_quantity(text: &str, kind: ResourceKind) -> Result<i64, QuantityError> {
+    parse_scaled(text, kind.scale(), None).map_err(|e| match e {
+        QuantityError::TooPrecise { text, .. } => QuantityError::TooPrecise {
+            text,
+            kind: kind.name(),
+            resolution: kind.resolution(),
+        },
+        other => other,
+    })
+}
+
+/// Parses a quantity into `scale` stored units per unit (1: whole units, 1000: thousandths),
+/// rounding an amount finer than that the way asked instead of refusing it.
+pub fn parse_rounded(text: &str, scale: i128, round: Round) -> Result<i64, QuantityError> {
+    parse_scaled(text, scale, Some(round))
+}
+
+/// The parser: `round` `None` refuses an inexact amount with a `TooPrecise` error whose kind
+/// the caller fills in.
+fn parse_scaled(text: &str, scale: i128, round: Option<Round>) -> Result<i64, QuantityError> {
     let unparsable = || QuantityError::Unparsable(text.to_string());
     let trimmed = text.trim();
     let (negative, body) = match trimmed.as_bytes().first() {
@@ -142,7 +172,7 @@ pub fn parse_quantity(text: &str, kind: ResourceKind) -> Result<i64, QuantityErr
         return Err(QuantityError::Negative);
     }
     let mut value = mantissa
-        .checked_mul(kind.scale())
+        .checked_mul(scale)
         .and_then(|v| v.checked_mul(1i128.checked_shl(binary_shift)?))
         .ok_or_else(too_large)?;
     while exp10 > 0 {
@@ -152,16 +182,23 @@ pub fn parse_quantity(text: &str, kind: ResourceKind) -> Result<i64, QuantityErr
         }
         exp10 -= 1;
     }
-    while exp10 < 0 {
-        if value % 10 != 0 {
-            return Err(QuantityError::TooPrecise {
-                text: text.to_string(),
-                kind: kind.name(),
-                resolution: kind.resolution(),
-            });
-        }
+    let mut inexact = false;
+    while exp10 < 0 && value > 0 {
+        inexact |= value % 10 != 0;
         value /= 10;
         exp10 += 1;
+    }
+    match round {
+        _ if !inexact => {}
+        None => {
+            return Err(QuantityError::TooPrecise {
+                text: text.to_string(),
+                kind: "",
+                resolution: "",
+            });
+        }
+        Some(Round::Up) => value += 1,
+        Some(Round::Down) => {}
     }
     if value > MAX_AMOUNT as i128 {
         return Err(too_large());
@@ -362,6 +399,41 @@ mod tests {
             parse_quantity("0.0001", Gpu),
             Err(QuantityError::TooPrecise { .. })
         ));
+    }
+
+    #[test]
+    fn finer_than_stored_rounds_the_way_asked() {
+        let cpu = |t: &str, r| parse_rounded(t, Cpu.scale(), r);
+        assert_eq!(cpu("1u", Round::Up), Ok(1));
+        assert_eq!(cpu("1u", Round::Down), Ok(0));
+        assert_eq!(parse_rounded("0.1", Memory.scale(), Round::Up), Ok(1));
+        assert_eq!(cpu("1500n", Round::Up), Ok(1));
+        assert_eq!(cpu("1500n", Round::Down), Ok(0));
+        assert_eq!(cpu("2.0005", Round::Up), Ok(2001));
+        assert_eq!(cpu("250m", Round::Up), Ok(250));
+        assert_eq!(
+            parse_rounded("64Gi", Memory.scale(), Round::Down),
+            Ok(64 << 30)
+        );
+        assert_eq!(parse_rounded("2", 1, Round::Up), Ok(2));
+        assert_eq!(parse_rounded("1500m", 1, Round::Up), Ok(2));
+        assert_eq!(parse_rounded("1500m", 1, Round::Down), Ok(1));
+        assert_eq!(parse_rounded("10G", 1, Round::Up), Ok(10_000_000_000));
+        assert_eq!(parse_rounded("1e3", 1, Round::Up), Ok(1000));
+        assert_eq!(parse_rounded("2Mi", 1, Round::Down), Ok(2 << 20));
+        assert_eq!(parse_rounded("0.1Ki", 1, Round::Up), Ok(103));
+        assert_eq!(parse_rounded("1e-12", 1, Round::Up), Ok(1));
+        assert_eq!(parse_rounded("1e-400", 1, Round::Up), Ok(1));
+        assert_eq!(
+            parse_rounded("-1", 1, Round::Up),
+            Err(QuantityError::Negative)
+        );
+        assert!(
+            parse_rounded("lots", 1, Round::Up)
+                .unwrap_err()
+                .to_string()
+                .contains("`lots`")
+        );
     }
 
     #[test]

@@ -27,9 +27,9 @@
 //! **Groups.** Pods join PodGroups through the `pod-group-name` annotation, or else through
 //! their top owner as KAI's pod-grouper does (`owners`).
 
+mod fast;
 mod objects;
 mod owners;
-pub mod quantity;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -293,11 +293,34 @@ fn go_duration(text: &str) -> Option<i64> {
 }
 
 /// Parses a cluster file's text; `file` names it in errors and notes.
+///
+/// The file is read object by object by the fast readers (`fast`); a file they cannot read with
+/// certainty is read whole by serde-saphyr, with the same result.
 pub fn parse_cluster(
     file: &str,
     text: &str,
     options: &Options,
 ) -> Result<ClusterFile, IngestError> {
+    let read = |work: fast::Work<'_>| -> Result<Vec<Prepared>, fast::GiveUp> {
+        let (at, value) = work.into_value()?;
+        let mut raw = Vec::new();
+        flatten(value, &at, &mut raw);
+        Ok(raw.into_iter().map(|(at, v)| prepare(at, v)).collect())
+    };
+    let fast = if text.trim_start().starts_with('{') {
+        fast::pipeline(|send| fast::json(text, send), read)
+            .or_else(|_| fast::pipeline(|send| fast::yaml(text, send), read))
+    } else {
+        fast::pipeline(|send| fast::yaml(text, send), read)
+    };
+    match fast {
+        Ok(prepared) => Ok(assemble(prepared, options)),
+        Err(fast::GiveUp) => parse_whole(file, text, options),
+    }
+}
+
+/// Reads the file as one tree with serde-saphyr (or serde_json), with the reader's budgets.
+fn parse_whole(file: &str, text: &str, options: &Options) -> Result<ClusterFile, IngestError> {
     let documents = documents(text).map_err(|message| IngestError {
         file: file.to_string(),
         object: None,
@@ -310,6 +333,197 @@ pub fn parse_cluster(
     read_objects(file, raw, options)
 }
 
+/// One object of the file, read as far as it can be without the others.
+enum Prepared {
+    /// Not a mapping.
+    NotObject(String),
+    /// A mapping.
+    Object(Box<Head>, Body),
+}
+
+/// What every object is named by.
+struct Head {
+    at: String,
+    api_version: String,
+    kind: String,
+    name: Option<String>,
+    namespace: Option<String>,
+    created: Option<Timestamp>,
+}
+
+/// The typed object, why it is not one, or an owner of another kind.
+enum Body {
+    Typed(Result<Object, String>),
+    Other(owners::Owner),
+}
+
+/// Fields of Nodes and Pods the scheduler never reads and that make up most of a real object:
+/// dropped before the object is typed, so they are neither built nor checked.
+const UNREAD: [(&str, &[&str]); 3] = [
+    (
+        "metadata",
+        &[
+            "managedFields",
+            "uid",
+            "resourceVersion",
+            "generateName",
+            "generation",
+            "selfLink",
+            "finalizers",
+        ],
+    ),
+    (
+        "status",
+        &[
+            "containerStatuses",
+            "initContainerStatuses",
+            "ephemeralContainerStatuses",
+            "images",
+            "nodeInfo",
+            "addresses",
+            "volumesAttached",
+            "volumesInUse",
+            "daemonEndpoints",
+            "config",
+            "features",
+            "runtimeHandlers",
+            "podIP",
+            "podIPs",
+            "hostIP",
+            "hostIPs",
+            "qosClass",
+        ],
+    ),
+    (
+        "spec",
+        &[
+            "volumes",
+            "ephemeralContainers",
+            "readinessGates",
+            "podCIDR",
+            "podCIDRs",
+            "providerID",
+            "dnsPolicy",
+            "dnsConfig",
+            "securityContext",
+            "serviceAccountName",
+            "serviceAccount",
+            "imagePullSecrets",
+            "enableServiceLinks",
+            "restartPolicy",
+        ],
+    ),
+];
+
+/// Container fields the scheduler never reads.
+const UNREAD_CONTAINER: [&str; 16] = [
+    "imagePullPolicy",
+    "terminationMessagePolicy",
+    "args",
+    "command",
+    "env",
+    "envFrom",
+    "volumeMounts",
+    "volumeDevices",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "securityContext",
+    "image",
+    "terminationMessagePath",
+    "workingDir",
+];
+
+fn drop_unread(value: &mut Value) {
+    let Value::Object(map) = value else { return };
+    for (section, keys) in UNREAD {
+        if let Some(Value::Object(inner)) = map.get_mut(section) {
+            for key in keys {
+                inner.remove(*key);
+            }
+        }
+    }
+    if let Some(Value::Object(spec)) = map.get_mut("spec") {
+        for list in ["containers", "initContainers"] {
+            if let Some(Value::Array(containers)) = spec.get_mut(list) {
+                for c in containers {
+                    if let Value::Object(c) = c {
+                        for key in UNREAD_CONTAINER {
+                            c.remove(key);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads one object as far as it can be read alone.
+fn prepare(at: String, mut value: Value) -> Prepared {
+    let Value::Object(map) = &value else {
+        return Prepared::NotObject(at);
+    };
+    let text = |key: &str| {
+        map.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let meta = map.get("metadata");
+    let field = |key: &str| {
+        meta.and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let (name, namespace) = (field("name"), field("namespace"));
+    let created_text = field("creationTimestamp");
+    let owner_ref = owners::controller(meta);
+    let created = created_text
+        .as_ref()
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    let body = match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Node") => {
+            drop_unread(&mut value);
+            quote_scalars(&mut value);
+            Body::Typed(typed(value).map(|n| Object::Node(Box::new(n))))
+        }
+        ("v1", "Pod") => {
+            drop_unread(&mut value);
+            if let Some(Value::Object(status)) = value.get_mut("status") {
+                status.remove("conditions");
+            }
+            quote_scalars(&mut value);
+            Body::Typed(typed(value).map(|p| Object::Pod(Box::new(p), owner_ref)))
+        }
+        ("scheduling.run.ai/v2alpha2", "PodGroup") => {
+            quote_scalars(&mut value);
+            Body::Typed(match created_text.map(|t| t.parse::<Timestamp>()) {
+                Some(Err(e)) => Err(format!(
+                    "metadata.creationTimestamp: not an RFC 3339 time: {e}"
+                )),
+                _ => typed(value).map(|g| Object::PodGroup(Box::new(g), created)),
+            })
+        }
+        _ => {
+            quote_scalars(&mut value);
+            Body::Other(owners::owner(&kind, &value))
+        }
+    };
+    Prepared::Object(
+        Box::new(Head {
+            at,
+            api_version,
+            kind,
+            name,
+            namespace,
+            created,
+        }),
+        body,
+    )
+}
+
 /// Reads Kubernetes objects already parsed (each with where it came from, for errors) into a
 /// snapshot: the part of [`parse_cluster`] after the YAML, which the Kubernetes backend calls
 /// with the objects of its watch caches.
@@ -318,6 +532,12 @@ pub fn read_objects(
     raw: Vec<(String, Value)>,
     options: &Options,
 ) -> Result<ClusterFile, IngestError> {
+    let prepared = raw.into_iter().map(|(at, v)| prepare(at, v)).collect();
+    Ok(assemble(prepared, options))
+}
+
+/// The objects, read alone, into a snapshot: names checked once, owners linked, the clock set.
+fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut notes = Vec::new();
     let mut objects: Vec<(String, Object)> = Vec::new();
     let mut owners = owners::Owners::default();
@@ -325,29 +545,24 @@ pub fn read_objects(
     let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
     let mut seen = HashSet::new();
     let mut instants = Vec::new();
-    for (at, mut value) in raw {
-        let Value::Object(map) = &value else {
-            notes.push(format!(
-                "skipped {at}: it is not a Kubernetes object (expected a mapping with apiVersion and kind)"
-            ));
-            continue;
+    for item in prepared {
+        let (head, body) = match item {
+            Prepared::NotObject(at) => {
+                notes.push(format!(
+                    "skipped {at}: it is not a Kubernetes object (expected a mapping with apiVersion and kind)"
+                ));
+                continue;
+            }
+            Prepared::Object(head, body) => (*head, body),
         };
-        let text = |key: &str| {
-            map.get(key)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let (api_version, kind) = (text("apiVersion"), text("kind"));
-        let meta = map.get("metadata");
-        let field = |key: &str| {
-            meta.and_then(|m| m.get(key))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
-        let (name, namespace) = (field("name"), field("namespace"));
-        let created_text = field("creationTimestamp");
-        let owner_ref = owners::controller(meta);
+        let Head {
+            at,
+            api_version,
+            kind,
+            name,
+            namespace,
+            created,
+        } = head;
         let label = match (&name, &namespace) {
             _ if kind.is_empty() => at.clone(),
             (Some(n), Some(ns)) if kind != "Node" => format!("{kind} {ns}/{n}"),
@@ -369,23 +584,12 @@ pub fn read_objects(
             ));
             continue;
         }
-        let created = created_text
-            .as_ref()
-            .and_then(|t| t.parse::<Timestamp>().ok());
-        quote_scalars(&mut value);
-        let skip = |why: String| format!("skipped {label}: not a valid {kind}: {why}");
-        let object = match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Node") => typed(value).map(|n| Object::Node(Box::new(n))),
-            ("v1", "Pod") => typed(value).map(|p| Object::Pod(Box::new(p), owner_ref)),
-            ("scheduling.run.ai/v2alpha2", "PodGroup") => {
-                match created_text.map(|t| t.parse::<Timestamp>()) {
-                    Some(Err(e)) => Err(format!(
-                        "metadata.creationTimestamp: not an RFC 3339 time: {e}"
-                    )),
-                    _ => typed(value).map(|g| Object::PodGroup(Box::new(g), created)),
-                }
+        match body {
+            Body::Typed(Ok(object)) => objects.push((label, object)),
+            Body::Typed(Err(why)) => {
+                notes.push(format!("skipped {label}: not a valid {kind}: {why}"));
             }
-            _ => {
+            Body::Other(owner) => {
                 other_kinds.push((
                     (namespace.clone(), kind.clone(), name.clone()),
                     format!(
@@ -393,14 +597,8 @@ pub fn read_objects(
                     ),
                 ));
                 instants.extend(created);
-                let o = owners::owner(&kind, &value);
-                owners.add(&namespace, &name, o);
-                continue;
+                owners.add(&namespace, &name, owner);
             }
-        };
-        match object {
-            Ok(object) => objects.push((label, object)),
-            Err(why) => notes.push(skip(why)),
         }
     }
 
@@ -495,12 +693,12 @@ pub fn read_objects(
             ));
         }
     }
-    Ok(ClusterFile {
+    ClusterFile {
         snapshot,
         notes,
         origin,
         taken,
-    })
+    }
 }
 
 fn read_group(

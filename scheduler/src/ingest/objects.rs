@@ -3,14 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Affinity, Container, Node as K8sNode, NodeSelectorRequirement, NodeSelectorTerm as K8sTerm,
-    Pod as K8sPod, PodAffinityTerm as K8sPodTerm, PodSpec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
-use kai_policy_compiler::quantity::ResourceKind;
-
-use super::quantity::{Round, stored, units};
 use super::{
     DEFAULT_GRACE_SECONDS, GPU_FRACTION_ANNOTATION, GPU_RESOURCE, Options, POD_GROUP_ANNOTATION,
 };
@@ -18,6 +10,12 @@ use crate::cluster::{
     Amounts, Constraints, HostPort, LabelSelector, Node, NodeSelectorTerm, Operator, Pod,
     PodAffinityTerm, Requirement, Taint, TaintEffect, Time, Toleration,
 };
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Node as K8sNode, NodeSelectorRequirement, NodeSelectorTerm as K8sTerm,
+    Pod as K8sPod, PodAffinityTerm as K8sPodTerm, PodSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+use kai_policy_compiler::quantity::{ResourceKind, Round, parse_rounded};
 
 /// KAI's annotation for a shared pod's GPU memory in MiB.
 pub const GPU_MEMORY_ANNOTATION: &str = "gpu-memory";
@@ -27,6 +25,19 @@ pub const GPU_DEVICES_ANNOTATION: &str = "gpu-fraction-num-devices";
 pub const PRIORITY_LABEL: &str = "priorityClassName";
 /// KAI's label that overrides preemptibility.
 pub const PREEMPTIBILITY_LABEL: &str = "kai.scheduler/preemptibility";
+
+/// A quantity in stored units of `kind` (GPU thousandths, millicores, bytes). The policy compiler
+/// refuses an amount finer than it stores (`cpu: 1u`); Kubernetes accepted it and a cluster file
+/// cannot be fixed by its reader, so here it is rounded: requests up, allocatable down.
+fn stored(text: &str, kind: ResourceKind, round: Round) -> Result<i64, String> {
+    parse_rounded(text, kind.scale(), round).map_err(|e| e.to_string())
+}
+
+/// A quantity in whole units (`scale` 1) or thousandths (`scale` 1000) of a resource, rounded
+/// as asked: `ephemeral-storage`, `hugepages-*` and extended resources.
+fn units(text: &str, scale: i128, round: Round) -> Result<i64, String> {
+    parse_rounded(text, scale, round).map_err(|e| e.to_string())
+}
 
 /// Resources that are not "extended": counted in [`Amounts`] or as the pod slot count.
 const BASE_RESOURCES: [&str; 4] = ["cpu", "memory", GPU_RESOURCE, "pods"];

@@ -507,3 +507,95 @@ proptest::proptest! {
         let _ = parse_cluster("f", &damaged, &options());
     }
 }
+
+/// The fast readers give what reading the whole file gives, for every cluster file of the
+/// scenarios and the example, as YAML and as JSON.
+#[test]
+fn the_fast_readers_read_as_the_whole_file_reader() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("../examples/cluster.yaml")];
+    for entry in std::fs::read_dir(root.join("tests/scenarios")).unwrap() {
+        let path = entry.unwrap().path().join("cluster.yaml");
+        if path.exists() {
+            files.push(path);
+        }
+    }
+    assert!(files.len() > 50, "{files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let whole = parse_whole("f", &text, &options());
+        assert_eq!(
+            parse_cluster("f", &text, &options()),
+            whole,
+            "{}",
+            path.display()
+        );
+        let documents: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let json: String = documents
+            .iter()
+            .map(|d| serde_json::to_string_pretty(d).unwrap())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(
+            parse_cluster("f", &json, &options()),
+            parse_whole("f", &json, &options()),
+            "{} as JSON",
+            path.display()
+        );
+        assert_eq!(
+            parse_cluster("f", &json, &options()),
+            whole,
+            "{} as JSON",
+            path.display()
+        );
+    }
+}
+
+/// Scalars the fast YAML reader resolves as serde-saphyr does.
+#[test]
+fn odd_yaml_reads_as_the_whole_file_reader() {
+    for text in [
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, labels: {a: 0x1F, b: 1e3, c: yes, d: .inf, e: 007, f: -12, g: 1_000, h: Null, i: ~}}\nspec: {schedulerName: kai-scheduler, containers: []}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: &m {name: p, namespace: ns}\nspec: {containers: []}\n---\napiVersion: v1\nkind: Pod\nmetadata: *m\n",
+        "apiVersion: v1\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: []}}\nkind: NotAList\n",
+        "items: [{kind: Pod}]\nkind: PodList\n",
+        "---\n~\n---\n\n---\nkind: Pod\n",
+        "kind: Pod\nkind: Node\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: !!str 1, namespace: ns}\nspec: {containers: []}\n",
+        "- a\n- b\n",
+        "[{\"kind\": \"List\", \"items\": [1, {\"kind\": \"Pod\"}]}]",
+        "{\"kind\": \"List\", \"items\": {\"kind\": \"Pod\"}}",
+        "{\"kind\": \"PodList\", \"items\": [{\"kind\": \"Pod\", \"metadata\": {\"name\": \"a\"}}]} {\"kind\": \"Pod\"}",
+    ] {
+        assert_eq!(
+            parse_cluster("f", text, &options()),
+            parse_whole("f", text, &options()),
+            "{text}"
+        );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+    /// The example file with one stretch replaced: the fast readers and the whole-file reader
+    /// agree on every object and every note.
+    #[test]
+    fn fast_and_whole_readers_agree_on_damaged_files(at in 0usize..100_000, len in 0usize..20, junk in "[ -~\\n]{0,20}") {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster.yaml");
+        let valid = std::fs::read_to_string(path).unwrap();
+        let mut start = at % (valid.len() + 1);
+        while !valid.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = (start + len).min(valid.len());
+        while !valid.is_char_boundary(end) {
+            end -= 1;
+        }
+        let damaged = format!("{}{junk}{}", &valid[..start], &valid[end..]);
+        proptest::prop_assert_eq!(
+            parse_cluster("f", &damaged, &options()),
+            parse_whole("f", &damaged, &options())
+        );
+    }
+}
