@@ -812,6 +812,45 @@ fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_sto
         Some(1.0),
         "{metrics}"
     );
+    // Queue a's status carries the cycle's numbers: p's GPU allocated and requested, and the
+    // fair share. The fake cluster has no Queue object, so the patch is refused (404), counted,
+    // and tried again.
+    let patch = state
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|r| r.method == "PATCH" && r.path == "/apis/scheduling.run.ai/v2/queues/a/status")
+        .map(|r| r.body.clone())
+        .expect("a status patch of queue a");
+    assert_eq!(
+        patch["status"]["allocated"]["nvidia.com/gpu"], "1",
+        "{patch}"
+    );
+    assert_eq!(
+        patch["status"]["requested"]["nvidia.com/gpu"], "1",
+        "{patch}"
+    );
+    assert_eq!(
+        patch["status"]["conditions"][0]["type"], "OverQuota",
+        "{patch}"
+    );
+    assert!(
+        patch["status"]["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("fair share: "),
+        "{patch}"
+    );
+    assert!(
+        metric(
+            &metrics,
+            "kai_api_calls_total{call=\"queue-status\",outcome=\"gone\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{metrics}"
+    );
 
     // The Lease can no longer be renewed: the daemon stops leading within a renewal or two,
     // and a new pod is not bound while it does not lead.
@@ -906,4 +945,25 @@ fn k8s_now() -> String {
         .output()
         .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn every_flag_the_chart_passes_to_run_exists() {
+    let deployment =
+        std::fs::read_to_string(repo_root().join("charts/kai-scheduler/templates/deployment.yaml"))
+            .unwrap();
+    let help = kai_scheduler(&repo_root(), &["run", "--help"]);
+    assert_eq!(help.status, 0, "{}", help.stderr);
+    let flags: Vec<&str> = deployment
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- --"))
+        .map(|f| f.split('=').next().unwrap())
+        .collect();
+    assert!(flags.len() >= 12, "{flags:?}");
+    for flag in flags {
+        assert!(
+            help.stdout.contains(&format!("--{flag}")),
+            "the chart passes --{flag}, which `kai-scheduler run` does not have"
+        );
+    }
 }

@@ -5,6 +5,8 @@
 //! PodGroups (and an empty list for any other collection, such as Queues, PriorityClasses and
 //! Namespaces), a pod's `binding` subresource (recorded; the pod is then bound and a `MODIFIED`
 //! event goes out on the pod watch, as the API server does), Events, and one coordination Lease.
+//! Anything else (a Queue's status, for one: the fake cluster has no Queue objects) is recorded
+//! and answered 404.
 //! A test drives it: it can hold the first lists back, change the pods without telling the
 //! watch, end the pod watch with a `410 Gone` error event, and make the Lease fail.
 //!
@@ -30,6 +32,7 @@ pub struct Seen {
     pub method: String,
     pub path: String,
     pub query: String,
+    pub body: Value,
 }
 
 /// What the server holds and what a test can change.
@@ -208,6 +211,7 @@ async fn handle(
         method: method.to_string(),
         path: path.clone(),
         query: query.clone(),
+        body: body.clone(),
     });
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
 
