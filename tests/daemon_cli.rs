@@ -9,7 +9,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kai_policy_e2e::*;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+#[path = "fake_apiserver.rs"]
+mod fake_apiserver;
+use fake_apiserver::FakeApi;
 
 /// A running daemon: its HTTP address and its log lines (JSON), read on a thread.
 struct Daemon {
@@ -25,9 +29,20 @@ impl Daemon {
     }
 
     fn start_on(cwd: &Path, repo: &str, cluster: &Path, extra: &[&str]) -> Daemon {
+        let cluster = cluster.to_str().unwrap();
+        let args: Vec<&str> = ["--cluster", cluster]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect();
+        Daemon::spawn(cwd, repo, &args)
+    }
+
+    /// `kai-scheduler run --policy-repo REPO` with `args`, logging JSON, its HTTP server on a
+    /// free port, a cycle every 200 ms.
+    fn spawn(cwd: &Path, repo: &str, args: &[&str]) -> Daemon {
         let mut child = Command::new(binary("kai-scheduler"))
-            .args(["run", "--policy-repo", repo, "--cluster"])
-            .arg(cluster)
+            .args(["run", "--policy-repo", repo])
             .args([
                 "--listen",
                 "127.0.0.1:0",
@@ -37,8 +52,11 @@ impl Daemon {
                 "json",
             ])
             .args(["--state-dir", "state"])
-            .args(extra)
+            .args(args)
             .current_dir(cwd)
+            .env_remove("KUBECONFIG")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("POD_NAME")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -479,4 +497,474 @@ fn a_queue_removed_by_a_commit_keeps_its_running_pods_and_says_why_its_pending_o
         "b's running pod is not evicted: {metrics}"
     );
     assert_eq!(daemon.terminate().0, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `run` against Kubernetes: flags, and a fake API server on 127.0.0.1 (never a real cluster).
+
+/// `kai-scheduler run` with `args` that must refuse to start: its exit status and stderr.
+fn refused(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut command = Command::new(binary("kai-scheduler"));
+    command
+        .args(["run", "--policy-repo", "repo", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .env("HOME", cwd)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("POD_NAME")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null());
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kai-scheduler runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code().unwrap_or(-1), err);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("kai-scheduler run {args:?} did not refuse to start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn run_refuses_bad_cluster_flags_with_a_clear_error() {
+    let dir = temp();
+    let cwd = dir.path();
+    std::fs::write(
+        cwd.join("cluster.yaml"),
+        "apiVersion: v1\nkind: List\nitems: []\n",
+    )
+    .unwrap();
+    std::fs::write(cwd.join("kubeconfig"), "apiVersion: v1\nkind: Config\n").unwrap();
+    std::fs::create_dir_all(cwd.join("empty-secret")).unwrap();
+    // (flags, environment, what stderr says)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
+        (
+            &["--kubeconfig", "missing.yaml"],
+            &[],
+            "error: cannot read --kubeconfig missing.yaml: No such file or directory",
+        ),
+        (
+            &["--cluster", "cluster.yaml", "--kubeconfig", "kubeconfig"],
+            &[],
+            "the argument '--cluster <FILE>' cannot be used with '--kubeconfig <FILE>'",
+        ),
+        (
+            &["--cluster", "cluster.yaml", "--leader-elect-lease", "kai"],
+            &[],
+            "the argument '--cluster <FILE>' cannot be used with '--leader-elect-lease <NAME>'",
+        ),
+        (
+            &["--kubeconfig", "kubeconfig", "--speed", "10"],
+            &[],
+            "error: --speed is for the simulated cluster: it needs --cluster FILE",
+        ),
+        (
+            &["--pod-duration", "5m"],
+            &[],
+            "error: --pod-duration is for the simulated cluster: it needs --cluster FILE",
+        ),
+        (
+            &["--cluster", "cluster.yaml", "--leader-elect-renew", "1s"],
+            &[],
+            "error: --leader-elect-renew is for leader election in a Kubernetes cluster",
+        ),
+        (
+            &[
+                "--kubeconfig",
+                "kubeconfig",
+                "--leader-elect-duration",
+                "10s",
+            ],
+            &[],
+            "--leader-elect-lease <NAME>",
+        ),
+        (
+            &["--kubeconfig", "kubeconfig", "--leader-elect-lease", "kai"],
+            &[],
+            "error: --leader-elect-lease needs the Lease's namespace: give --leader-elect-namespace or set POD_NAMESPACE",
+        ),
+        (
+            &[
+                "--kubeconfig",
+                "kubeconfig",
+                "--leader-elect-lease",
+                "kai",
+                "--leader-elect-renew",
+                "8s",
+            ],
+            &[("POD_NAMESPACE", "kai-system")],
+            "error: --leader-elect-renew (8s) must be under half of --leader-elect-duration (15s)",
+        ),
+        (
+            &["--kubeconfig", "kubeconfig", "--apply-queues"],
+            &[],
+            "error: --apply-queues is not implemented yet",
+        ),
+        (
+            &[
+                "--kubeconfig",
+                "kubeconfig",
+                "--git-credentials",
+                "empty-secret",
+            ],
+            &[],
+            "error: --git-credentials empty-secret holds neither `ssh-privatekey` nor `password`",
+        ),
+        (
+            &[
+                "--git-credentials",
+                "empty-secret",
+                "--git-token-file",
+                "token",
+            ],
+            &[],
+            "the argument '--git-credentials <DIR>' cannot be used with '--git-token-file <FILE>'",
+        ),
+        // No --cluster, no --kubeconfig, no $KUBECONFIG, no ~/.kube/config, not in a pod.
+        (&[], &[], "error: no Kubernetes configuration: "),
+        (
+            &["--kubeconfig", "kubeconfig"],
+            &[],
+            "error: cannot read the kubeconfig kubeconfig: ",
+        ),
+    ];
+    for (args, env, expected) in cases {
+        let (status, stderr) = refused(cwd, args, env);
+        assert_eq!(status, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: expected {expected:?} in\n{stderr}"
+        );
+    }
+}
+
+/// A policy of one queue, `a`, for namespace `a`.
+const QUEUE_A: &str = "queue \"a\" {\n    gpu quota=4\n    namespaces \"a\"\n}\n";
+
+fn node(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": { "name": name, "uid": format!("uid-{name}"), "resourceVersion": "1",
+                      "creationTimestamp": "2026-01-01T00:00:00Z" },
+        "status": {
+            "allocatable": { "cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110" },
+            "capacity": { "cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110" },
+            "conditions": [ { "type": "Ready", "status": "True" } ]
+        }
+    })
+}
+
+/// A pending pod of queue `a` asking for one GPU.
+fn pending_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name, "namespace": "a", "uid": format!("uid-{name}"),
+                      "resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                      "labels": { "kai.scheduler/queue": "a" } },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [ { "name": "main", "resources": {
+                "limits": { "nvidia.com/gpu": "1" },
+                "requests": { "cpu": "1", "memory": "1Gi" } } } ]
+        },
+        "status": { "phase": "Pending" }
+    })
+}
+
+/// Waits (at most 20 s) until `done` holds.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "gave up waiting: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// A policy repository (one queue) and a kubeconfig for `api`, in a temporary folder.
+fn kube_setup(api: &FakeApi) -> (tempfile::TempDir, String) {
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    write_files(&repo_dir, &[("policies/queues.kdl", QUEUE_A)]);
+    git_commit_all(&repo_dir, "queue a");
+    std::fs::write(dir.path().join("kubeconfig"), api.kubeconfig()).unwrap();
+    let repo = repo_dir.to_str().unwrap().to_string();
+    (dir, repo)
+}
+
+#[test]
+fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_stops_when_the_lease_is_lost()
+ {
+    let api = FakeApi::start(vec![node("n1")], Vec::new());
+    let state = api.state.clone();
+    state
+        .hold_lists
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (dir, repo) = kube_setup(&api);
+    let mut daemon = Daemon::spawn(
+        dir.path(),
+        &repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+            "--leader-elect-lease",
+            "kai-scheduler",
+            "--leader-elect-namespace",
+            "kai-system",
+            "--leader-elect-identity",
+            "replica-a",
+            "--leader-elect-duration",
+            "2s",
+            "--leader-elect-renew",
+            "300ms",
+        ],
+    );
+
+    // The policy compiles, but the caches have not listed: not ready.
+    daemon.wait_policy(|p| p["commit"].is_string());
+    let (status, body) = daemon.get("/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with("not ready: the cluster is not ready: the watch caches"),
+        "{body}"
+    );
+    state
+        .hold_lists
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    daemon.wait_log(|l| l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups)");
+    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    let (p, _) = daemon.wait_policy(|p| p["cluster"]["leading"] == "yes");
+    assert_eq!(p["cluster"]["kind"], "kubernetes");
+    assert_eq!(p["cluster"]["synced"], true);
+    let lease = state
+        .lease
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the Lease was created");
+    assert_eq!(lease["metadata"]["name"], "kai-scheduler");
+    assert_eq!(lease["metadata"]["namespace"], "kai-system");
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-a");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 2);
+
+    // A pod appears that the watch never tells of; then the watch ends with 410 Gone. The
+    // watcher lists again, finds the pod, and the daemon binds it.
+    eventually("the pod watch is open", || {
+        state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.path == "/api/v1/pods" && r.query.contains("watch=true"))
+    });
+    let pod_lists = state.lists("/api/v1/pods");
+    state.pods.lock().unwrap().push(pending_pod("p"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        state.bindings.lock().unwrap().is_empty(),
+        "the caches cannot know of p yet"
+    );
+    state.expire_pod_watch();
+    eventually("a binding", || !state.bindings.lock().unwrap().is_empty());
+    assert!(
+        state.lists("/api/v1/pods") > pod_lists,
+        "the pods were listed again after 410"
+    );
+    let (pod, binding) = state.bindings.lock().unwrap()[0].clone();
+    assert_eq!(pod, "a/p");
+    assert_eq!(
+        binding,
+        json!({ "apiVersion": "v1", "kind": "Binding",
+                "metadata": { "name": "p", "namespace": "a" },
+                "target": { "apiVersion": "v1", "kind": "Node", "name": "n1" } })
+    );
+    // The bound pod came back through the watch: never bound twice.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(state.bindings.lock().unwrap().len(), 1);
+    let (_, metrics) = daemon.get("/metrics");
+    assert_eq!(
+        metric(
+            &metrics,
+            "kai_api_calls_total{call=\"bind\",outcome=\"done\"}"
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    // Queue a's status carries the cycle's numbers: p's GPU allocated and requested, and the
+    // fair share. The fake cluster has no Queue object, so the patch is refused (404), counted,
+    // and tried again.
+    let patch = state
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|r| r.method == "PATCH" && r.path == "/apis/scheduling.run.ai/v2/queues/a/status")
+        .map(|r| r.body.clone())
+        .expect("a status patch of queue a");
+    assert_eq!(
+        patch["status"]["allocated"]["nvidia.com/gpu"], "1",
+        "{patch}"
+    );
+    assert_eq!(
+        patch["status"]["requested"]["nvidia.com/gpu"], "1",
+        "{patch}"
+    );
+    assert_eq!(
+        patch["status"]["conditions"][0]["type"], "OverQuota",
+        "{patch}"
+    );
+    assert!(
+        patch["status"]["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("fair share: "),
+        "{patch}"
+    );
+    assert!(
+        metric(
+            &metrics,
+            "kai_api_calls_total{call=\"queue-status\",outcome=\"gone\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{metrics}"
+    );
+
+    // The Lease can no longer be renewed: the daemon stops leading within a renewal or two,
+    // and a new pod is not bound while it does not lead.
+    state
+        .lease_fails
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (_, took) = daemon.wait_policy(|p| {
+        p["cluster"]["leading"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("no (the last Lease round failed"))
+    });
+    assert!(
+        took < Duration::from_secs(1),
+        "stopped leading after {took:?}"
+    );
+    state.add_pod(pending_pod("q"));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        state.bindings.lock().unwrap().len(),
+        1,
+        "a replica that does not lead binds nothing"
+    );
+    // The Lease answers again: leading again (its holder is still this replica), q is bound.
+    state
+        .lease_fails
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    daemon.wait_policy(|p| p["cluster"]["leading"] == "yes");
+    eventually("q bound", || {
+        state
+            .bindings
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(p, _)| p == "a/q")
+    });
+    let (status, logs) = daemon.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
+}
+
+#[test]
+fn a_replica_that_follows_another_holder_of_the_lease_binds_nothing() {
+    let api = FakeApi::start(vec![node("n1")], vec![pending_pod("p")]);
+    let state = api.state.clone();
+    *state.lease.lock().unwrap() = Some(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": { "name": "kai-scheduler", "namespace": "kai-system", "resourceVersion": "7" },
+        "spec": { "holderIdentity": "replica-b", "leaseDurationSeconds": 3600,
+                  "renewTime": k8s_now(), "acquireTime": k8s_now(), "leaseTransitions": 0 }
+    }));
+    let (dir, repo) = kube_setup(&api);
+    let daemon = Daemon::spawn(
+        dir.path(),
+        &repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--leader-elect-lease",
+            "kai-scheduler",
+            "--leader-elect-namespace",
+            "kai-system",
+            "--leader-elect-identity",
+            "replica-a",
+        ],
+    );
+    daemon.wait_policy(|p| p["cluster"]["leading"] == "no (the Lease is held by replica-b)");
+    // Ready (a follower is a healthy replica) and running cycles, but sending nothing.
+    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    eventually("cycles", || {
+        metric(
+            &daemon.get("/metrics").1,
+            "kai_cycle_duration_seconds_count{action=\"cycle\"}",
+        )
+        .is_some_and(|n| n >= 3.0)
+    });
+    assert!(state.bindings.lock().unwrap().is_empty());
+    let writes: Vec<String> = state
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(writes.is_empty(), "a follower writes nothing: {writes:?}");
+    assert_eq!(daemon.terminate().0, 0);
+}
+
+/// Now as a Kubernetes MicroTime (`2026-11-23T22:52:14.000000Z`).
+fn k8s_now() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%S.000000Z"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn every_flag_the_chart_passes_to_run_exists() {
+    let deployment =
+        std::fs::read_to_string(repo_root().join("charts/kai-scheduler/templates/deployment.yaml"))
+            .unwrap();
+    let help = kai_scheduler(&repo_root(), &["run", "--help"]);
+    assert_eq!(help.status, 0, "{}", help.stderr);
+    let flags: Vec<&str> = deployment
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- --"))
+        .map(|f| f.split('=').next().unwrap())
+        .collect();
+    assert!(flags.len() >= 12, "{flags:?}");
+    for flag in flags {
+        assert!(
+            help.stdout.contains(&format!("--{flag}")),
+            "the chart passes --{flag}, which `kai-scheduler run` does not have"
+        );
+    }
 }

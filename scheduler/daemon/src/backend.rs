@@ -1,19 +1,56 @@
 //! The cluster the daemon schedules, behind one small trait: the in-memory simulator here
-//! ([`crate::sim::SimCluster`]), Kubernetes in its own crate. A backend is asked for a snapshot at
-//! the start of every cycle and given that cycle's decisions at its end; between the two it is
-//! not touched, so the cycle stays a pure function of what the backend returned.
+//! ([`crate::sim::SimCluster`]) and Kubernetes ([`crate::kubernetes::KubeCluster`]). A backend is
+//! asked for a snapshot at the start of every cycle and given that cycle's decisions at its end;
+//! between the two it is not touched, so the cycle stays a pure function of what the backend
+//! returned.
+//!
+//! The trait is synchronous: the loop calls it from the blocking thread the cycle runs on. A
+//! backend that needs async I/O (Kubernetes) keeps its own runtime and blocks on it there.
 
-use kai_scheduler::cluster::{Snapshot, Time};
+use kai_policy_compiler::fairshare::FairShares;
+use kai_policy_compiler::model::Policy;
+use kai_scheduler::cluster::{Amounts, Snapshot, Time};
 use kai_scheduler::decision::Decision;
+
+/// What one cycle decided, for the backend to carry out.
+pub struct Applied<'a> {
+    /// The policy the cycle ran with.
+    pub policy: &'a Policy,
+    /// Its decisions.
+    pub decisions: &'a [Decision],
+    /// The fair shares it computed (per queue, in the policy's order).
+    pub shares: &'a FairShares,
+    /// Allocation per queue after its decisions (parents include their children).
+    pub allocated: &'a [Amounts],
+    /// Its clock.
+    pub now: Time,
+}
+
+/// One API call a backend made, for the metrics: what it was and what came of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallOutcome {
+    /// `bind`, `evict`, `pod-condition`, `podgroup-status`, `queue-status`, `event`.
+    pub call: &'static str,
+    /// `done`, `refused`, `gone`, `conflict`, `forbidden`, `failed`, `skipped`.
+    pub outcome: &'static str,
+}
 
 /// A cluster the daemon can schedule.
 pub trait Backend: Send {
-    /// The cluster as it is now, and the clock (seconds on the snapshot's timeline: the same
-    /// clock as pods' `created` and `started`, and the usage history's samples).
-    fn snapshot(&mut self) -> Result<(Snapshot, Time), String>;
+    /// The cluster as it is now, read for `policy` (its queue label and scheduler name), and
+    /// the clock (seconds on the snapshot's timeline: the same clock as pods' `created` and
+    /// `started`, and the usage history's samples).
+    fn snapshot(&mut self, policy: &Policy) -> Result<(Snapshot, Time), String>;
 
-    /// Carries out the decisions of the cycle that ran on the last snapshot at `now`: binds,
-    /// evictions (consolidation moves included) and nominations. Pending decisions need no
-    /// action; a backend may surface their reasons (Kubernetes: pod conditions and events).
-    fn apply(&mut self, decisions: &[Decision], now: Time) -> Result<(), String>;
+    /// Carries out the decisions of the cycle that ran on the last snapshot: binds, evictions
+    /// (consolidation moves included) and nominations. Pending decisions need no action; a
+    /// backend may surface their reasons (Kubernetes: pod conditions and events) and the
+    /// queues' numbers (Kubernetes: Queue status). Returns the API calls it made.
+    fn apply(&mut self, cycle: &Applied<'_>) -> Result<Vec<CallOutcome>, String>;
+
+    /// Whether [`Backend::apply`] acts now (Kubernetes: whether this replica holds the Lease).
+    /// A cycle of a replica that does not act is logged at debug level only.
+    fn acts(&self) -> bool {
+        true
+    }
 }

@@ -18,9 +18,12 @@ use kai_policy_compiler::source;
 use kai_scheduler::bench::{self, BenchArgs, BenchFormat, Scenario};
 use kai_scheduler::ingest::{self, Options};
 use kai_scheduler::simulate::{self, DEFAULT_CYCLES};
-use kai_scheduler_daemon::daemon::{self, DaemonOptions};
+use kai_scheduler_daemon::daemon::{self, ClusterOptions, DaemonOptions};
 use kai_scheduler_daemon::follow::{Credentials, FollowOptions, Origin};
+use kai_scheduler_daemon::kubernetes::KubeOptions;
 use kai_scheduler_daemon::sim::SimOptions;
+use kai_scheduler_kube::client::Limits;
+use kai_scheduler_kube::lease::Election;
 
 /// Exit statuses: the same contract as kai-policy's (cli.md).
 pub use kai_policy_compiler::cli::{EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS};
@@ -39,9 +42,10 @@ enum Command {
     Simulate(SimulateArgs),
     /// Generate a synthetic cluster and time scheduling cycles.
     Bench(BenchCli),
-    /// Schedule continuously with the policy of a Git repository, reloading it as it changes
-    /// (development and demo mode: the cluster is the in-memory simulator over a cluster file).
-    Run(RunArgs),
+    /// Schedule continuously with the policy of a Git repository, reloading it as it changes:
+    /// a Kubernetes cluster (--kubeconfig, or the in-cluster service account), or the in-memory
+    /// simulator over a cluster file (--cluster, development and demo mode).
+    Run(Box<RunArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -59,9 +63,39 @@ struct RunArgs {
     /// How often a remote is fetched (and a local checkout re-read even without a change).
     #[arg(long, default_value = "30s", value_parser = parse_interval)]
     poll: std::time::Duration,
-    /// The cluster file the simulated cluster starts from (same format as `simulate`).
+    /// Schedule the in-memory simulated cluster that starts from this cluster file (same format
+    /// as `simulate`) instead of a Kubernetes cluster.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "scheduler_name", "leader_elect_lease"])]
+    cluster: Option<PathBuf>,
+    /// The kubeconfig of the cluster to schedule [default: $KUBECONFIG, ~/.kube/config, else
+    /// the in-cluster service account].
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The scheduler name pods ask for in spec.schedulerName [default: the policy's
+    /// `cluster { scheduler-name }`]. Kubernetes only.
+    #[arg(long, value_name = "NAME")]
+    scheduler_name: Option<String>,
+    /// Compete for this coordination.k8s.io Lease and schedule only while holding it (for
+    /// more than one replica) [default: no election; this replica always schedules].
+    #[arg(long, value_name = "NAME")]
+    leader_elect_lease: Option<String>,
+    /// The Lease's namespace [default: $POD_NAMESPACE].
+    #[arg(long, value_name = "NAMESPACE", requires = "leader_elect_lease")]
+    leader_elect_namespace: Option<String>,
+    /// This replica's name in the Lease and in events [default: $POD_NAME, else the host name].
+    #[arg(long, value_name = "NAME")]
+    leader_elect_identity: Option<String>,
+    /// How long a leader's claim lasts without renewal [default: 15s].
+    #[arg(long, value_parser = parse_interval, requires = "leader_elect_lease")]
+    leader_elect_duration: Option<std::time::Duration>,
+    /// How often the leader renews the Lease (and a follower tries to take it); under half of
+    /// --leader-elect-duration. A leader that cannot renew stops scheduling within one renewal
+    /// [default: 5s].
+    #[arg(long, value_parser = parse_interval, requires = "leader_elect_lease")]
+    leader_elect_renew: Option<std::time::Duration>,
+    /// Server-side apply the policy's Queues and PriorityClasses (not implemented yet: refused).
     #[arg(long)]
-    cluster: PathBuf,
+    apply_queues: bool,
     /// Where the HTTP server listens (/healthz, /readyz, /policy, /pending, /metrics).
     #[arg(long, default_value = "0.0.0.0:8080")]
     listen: std::net::SocketAddr,
@@ -71,15 +105,16 @@ struct RunArgs {
     /// Where the clone of a remote and the usage history are kept.
     #[arg(long, default_value = ".kai-scheduler")]
     state_dir: PathBuf,
-    /// Simulated seconds per wall-clock second.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
-    speed: f64,
+    /// Simulated seconds per wall-clock second (--cluster only) [default: 1].
+    #[arg(long, value_parser = parse_speed)]
+    speed: Option<f64>,
     /// How long a simulated pod runs once bound, unless its kai-policy.io/simulated-duration
-    /// annotation says otherwise.
-    #[arg(long, default_value = "10m", value_parser = parse_interval)]
-    pod_duration: std::time::Duration,
+    /// annotation says otherwise (--cluster only) [default: 10m].
+    #[arg(long, value_parser = parse_interval)]
+    pod_duration: Option<std::time::Duration>,
     /// When the simulated clock starts (RFC 3339); pods created later arrive as it passes
-    /// their creation time [default: the latest creation or start time in the cluster file].
+    /// their creation time [default: the latest creation or start time in the cluster file]
+    /// (--cluster only).
     #[arg(long, value_parser = parse_time)]
     start: Option<Timestamp>,
     /// A private SSH key for ssh:// remotes (the SSH agent is tried first).
@@ -88,6 +123,10 @@ struct RunArgs {
     /// A file holding a token for https:// remotes [default: $KAI_POLICY_GIT_TOKEN].
     #[arg(long, value_name = "FILE")]
     git_token_file: Option<PathBuf>,
+    /// A folder of Git credentials, as a Kubernetes Secret mounts them: `ssh-privatekey` (SSH),
+    /// or `password` (an HTTPS token) with an optional `username`.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["ssh_key", "git_token_file"])]
+    git_credentials: Option<PathBuf>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     log_format: Format,
@@ -135,7 +174,7 @@ pub fn run() -> u8 {
     };
     let result = match cli.command {
         Command::Simulate(args) => simulate_command(&args),
-        Command::Run(args) => run_command(args),
+        Command::Run(args) => run_command(*args),
         Command::Bench(args) => bench::run(&args.into()).map(|out| {
             print_stdout(&out);
             EXIT_OK
@@ -210,6 +249,9 @@ impl From<BenchCli> for BenchArgs {
     }
 }
 
+/// How long a simulated pod runs without the annotation: 10 minutes.
+const DEFAULT_POD_DURATION: u64 = 600;
+
 /// `500ms`, or a duration of the policy language (`30s`, `5m`, `1h`).
 fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
     let parsed = match text.strip_suffix("ms") {
@@ -244,40 +286,195 @@ fn run_command(args: RunArgs) -> Result<u8, String> {
         Format::Json => logs.json().init(),
         Format::Human => logs.init(),
     }
-    let token = match &args.git_token_file {
-        Some(file) => Some(
-            std::fs::read_to_string(file)
-                .map_err(|e| format!("cannot read --git-token-file {}: {e}", file.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => std::env::var("KAI_POLICY_GIT_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty()),
-    };
+    let credentials = credentials(&args)?;
+    let cluster = cluster_options(&args)?;
     let options = DaemonOptions {
         follow: FollowOptions {
             origin: Origin::parse(&args.policy_repo),
             branch: args.branch,
             path: args.path,
             state_dir: args.state_dir,
-            credentials: Credentials {
-                ssh_key: args.ssh_key,
-                token,
-            },
+            credentials,
         },
         poll: args.poll,
         period: args.period,
         listen: args.listen,
-        cluster: args.cluster,
-        sim: SimOptions {
-            speed: args.speed,
-            default_duration: args.pod_duration.as_secs(),
-            start: args.start,
-        },
+        cluster,
     };
     daemon::run(options)?;
     Ok(EXIT_OK)
+}
+
+/// The Git credentials of `--git-credentials`, `--ssh-key`, `--git-token-file` or
+/// `$KAI_POLICY_GIT_TOKEN`.
+fn credentials(args: &RunArgs) -> Result<Credentials, String> {
+    let read = |file: &std::path::Path, flag: &str| {
+        std::fs::read_to_string(file)
+            .map(|t| t.trim().to_string())
+            .map_err(|e| format!("cannot read {flag} {}: {e}", file.display()))
+    };
+    if let Some(dir) = &args.git_credentials {
+        if !dir.is_dir() {
+            return Err(format!(
+                "--git-credentials {} is not a folder (a mounted Secret with `ssh-privatekey`, or `password` and `username`)",
+                dir.display()
+            ));
+        }
+        let key = dir.join("ssh-privatekey");
+        let password = dir.join("password");
+        let username = dir.join("username");
+        let credentials = Credentials {
+            ssh_key: key.is_file().then_some(key),
+            token: if password.is_file() {
+                Some(read(&password, "--git-credentials")?)
+            } else {
+                None
+            },
+            username: if username.is_file() {
+                Some(read(&username, "--git-credentials")?).filter(|u| !u.is_empty())
+            } else {
+                None
+            },
+        };
+        if credentials.ssh_key.is_none() && credentials.token.is_none() {
+            return Err(format!(
+                "--git-credentials {} holds neither `ssh-privatekey` nor `password`",
+                dir.display()
+            ));
+        }
+        return Ok(credentials);
+    }
+    let token = match &args.git_token_file {
+        Some(file) => Some(read(file, "--git-token-file")?),
+        None => std::env::var("KAI_POLICY_GIT_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
+    };
+    Ok(Credentials {
+        ssh_key: args.ssh_key.clone(),
+        token,
+        username: None,
+    })
+}
+
+/// The cluster to schedule: `--cluster` (simulated) or Kubernetes.
+fn cluster_options(args: &RunArgs) -> Result<ClusterOptions, String> {
+    if args.apply_queues {
+        return Err(
+            "--apply-queues is not implemented yet: apply the Queues and PriorityClasses of `kai-policy build` with Argo CD, Flux or kubectl (docs/kubernetes.md, \"Not done yet\")"
+                .to_string(),
+        );
+    }
+    // (clap's `requires` is not enforced when the required argument conflicts with one given,
+    // so these combinations are checked here.)
+    let lease_flags = [
+        (
+            "--leader-elect-namespace",
+            args.leader_elect_namespace.is_some(),
+        ),
+        (
+            "--leader-elect-identity",
+            args.leader_elect_identity.is_some(),
+        ),
+        (
+            "--leader-elect-duration",
+            args.leader_elect_duration.is_some(),
+        ),
+        ("--leader-elect-renew", args.leader_elect_renew.is_some()),
+    ];
+    let sim_flags = [
+        ("--speed", args.speed.is_some()),
+        ("--pod-duration", args.pod_duration.is_some()),
+        ("--start", args.start.is_some()),
+    ];
+    if let Some(path) = &args.cluster {
+        if let Some((flag, _)) = lease_flags.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                "{flag} is for leader election in a Kubernetes cluster; the simulated cluster (--cluster) has none"
+            ));
+        }
+        return Ok(ClusterOptions::File {
+            path: path.clone(),
+            sim: SimOptions {
+                speed: args.speed.unwrap_or(1.0),
+                default_duration: args
+                    .pod_duration
+                    .map_or(DEFAULT_POD_DURATION, |d| d.as_secs()),
+                start: args.start,
+            },
+        });
+    }
+    if let Some((flag, _)) = sim_flags.iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "{flag} is for the simulated cluster: it needs --cluster FILE (without it, the daemon schedules Kubernetes)"
+        ));
+    }
+    if let Some(file) = &args.kubeconfig
+        && let Err(e) = std::fs::metadata(file)
+    {
+        return Err(format!("cannot read --kubeconfig {}: {e}", file.display()));
+    }
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let identity = args
+        .leader_elect_identity
+        .clone()
+        .or_else(|| env("POD_NAME"))
+        .or_else(|| env("HOSTNAME"))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| format!("kai-scheduler-{}", std::process::id()));
+    let election = match &args.leader_elect_lease {
+        None => None,
+        Some(name) => {
+            let namespace = args
+                .leader_elect_namespace
+                .clone()
+                .or_else(|| env("POD_NAMESPACE"))
+                .ok_or(
+                    "--leader-elect-lease needs the Lease's namespace: give --leader-elect-namespace or set POD_NAMESPACE",
+                )?;
+            let duration = args
+                .leader_elect_duration
+                .unwrap_or(std::time::Duration::from_secs(15));
+            let renew = args
+                .leader_elect_renew
+                .unwrap_or(std::time::Duration::from_secs(5));
+            if renew * 2 >= duration {
+                return Err(format!(
+                    "--leader-elect-renew ({}) must be under half of --leader-elect-duration ({}): a leader stops scheduling within one renewal of losing the Lease, and must stop before another replica may take it",
+                    humantime(renew),
+                    humantime(duration)
+                ));
+            }
+            Some(Election {
+                namespace,
+                name: name.clone(),
+                identity: identity.clone(),
+                duration,
+                period: renew,
+            })
+        }
+    };
+    Ok(ClusterOptions::Kube(KubeOptions {
+        kubeconfig: args.kubeconfig.clone(),
+        scheduler_name: args.scheduler_name.clone(),
+        election,
+        instance: identity,
+        limits: Limits::default(),
+    }))
+}
+
+/// `5s`, `1500ms`.
+fn humantime(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
 }
 
 fn parse_time(text: &str) -> Result<Timestamp, String> {

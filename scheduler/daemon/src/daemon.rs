@@ -7,6 +7,10 @@
 //!   cycle itself runs on a blocking thread, off the runtime;
 //! - the **HTTP server** answers `/healthz`, `/readyz`, `/policy`, `/pending` and `/metrics`.
 //!
+//! The cluster is a [`Backend`]: the simulator over a cluster file (`--cluster`), or Kubernetes
+//! (`--kubeconfig`, or in-cluster), whose watch caches must have listed before the daemon is
+//! ready.
+//!
 //! SIGTERM or SIGINT: the cycle in progress finishes, the usage history is persisted, the
 //! follower stops, then the server.
 
@@ -19,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use kai_policy_compiler::fairshare::usage::UsageHistory;
 use kai_scheduler::bench::Counts;
+use kai_scheduler::cluster::Time;
 use kai_scheduler::cycle::{self, Cycle};
 use kai_scheduler::decision::{Decision, Reason};
 use kai_scheduler::usage;
@@ -26,8 +31,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::backend::Backend;
+use crate::backend::{Applied, Backend};
 use crate::follow::{Active, FollowOptions, Follower, Origin, Outcome, Rejected};
+use crate::kubernetes::{ClusterStatus, KubeCluster, KubeOptions};
 use crate::metrics::{CycleFigures, Metrics};
 use crate::sim::{SimCluster, SimOptions};
 
@@ -42,10 +48,22 @@ pub struct DaemonOptions {
     pub period: Duration,
     /// Where the HTTP server listens.
     pub listen: SocketAddr,
-    /// The cluster file the simulated cluster starts from.
-    pub cluster: PathBuf,
-    /// How the simulated cluster moves.
-    pub sim: SimOptions,
+    /// The cluster to schedule.
+    pub cluster: ClusterOptions,
+}
+
+/// Which cluster the daemon schedules.
+#[derive(Debug, Clone)]
+pub enum ClusterOptions {
+    /// The simulated cluster (development and demo mode).
+    File {
+        /// The cluster file it starts from.
+        path: PathBuf,
+        /// How it moves.
+        sim: SimOptions,
+    },
+    /// A Kubernetes cluster.
+    Kube(KubeOptions),
 }
 
 /// A job pending after the last cycle, as `/pending` lists it.
@@ -66,6 +84,8 @@ pub struct Shared {
     /// The metrics `/metrics` serves.
     pub metrics: Metrics,
     source: Value,
+    /// The Kubernetes backend's readiness and leadership (`None`: the simulated cluster).
+    cluster: Option<Arc<ClusterStatus>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -99,6 +119,15 @@ impl Shared {
                 "branch": follow.branch,
                 "path": follow.path,
             }),
+            cluster: None,
+        }
+    }
+
+    /// The same, scheduling a Kubernetes cluster whose readiness `status` tells.
+    pub fn with_cluster(follow: &FollowOptions, status: Arc<ClusterStatus>) -> Self {
+        Shared {
+            cluster: Some(status),
+            ..Shared::new(follow)
         }
     }
 
@@ -110,10 +139,15 @@ impl Shared {
             .clone()
     }
 
-    /// Why the daemon is not ready, or `None` when it is.
+    /// Why the daemon is not ready, or `None` when it is: a policy must be active and the
+    /// cluster's watch caches (Kubernetes) must have listed.
     pub fn not_ready(&self) -> Option<String> {
         if self.active().is_some() {
-            return None;
+            return self
+                .cluster
+                .as_ref()
+                .and_then(|c| c.not_ready())
+                .map(|why| format!("the cluster is not ready: {why}"));
         }
         let why = lock(&self.rejected)
             .as_ref()
@@ -141,6 +175,14 @@ impl Shared {
                 "diagnostics": r.diagnostics,
             })),
             "unreachable": lock(&self.unreachable).clone(),
+            "cluster": match &self.cluster {
+                None => json!({ "kind": "simulated" }),
+                Some(c) => json!({
+                    "kind": "kubernetes",
+                    "synced": c.not_ready().is_none(),
+                    "leading": c.leading(),
+                }),
+            },
         })
     }
 
@@ -195,19 +237,32 @@ impl Shared {
 
 /// Runs the daemon until SIGTERM or SIGINT (or a fatal error, returned).
 pub fn run(options: DaemonOptions) -> Result<(), String> {
+    // The Kubernetes backend starts first, on a runtime of its own (outside the daemon's): a
+    // kubeconfig that cannot be read stops the daemon before it listens.
+    let (backend, shared): (Option<Box<dyn Backend>>, Shared) = match &options.cluster {
+        ClusterOptions::File { .. } => (None, Shared::new(&options.follow)),
+        ClusterOptions::Kube(kube) => {
+            let cluster = KubeCluster::start(kube.clone())?;
+            let shared = Shared::with_cluster(&options.follow, cluster.status());
+            (Some(Box::new(cluster)), shared)
+        }
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(serve(options))
+    runtime.block_on(serve(options, Arc::new(shared), backend))
 }
 
-async fn serve(options: DaemonOptions) -> Result<(), String> {
+async fn serve(
+    options: DaemonOptions,
+    shared: Arc<Shared>,
+    backend: Option<Box<dyn Backend>>,
+) -> Result<(), String> {
     let state_dir = options.follow.state_dir.clone();
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| format!("cannot create --state-dir {}: {e}", state_dir.display()))?;
     let history = load_history(&state_dir);
-    let shared = Arc::new(Shared::new(&options.follow));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
@@ -219,7 +274,7 @@ async fn serve(options: DaemonOptions) -> Result<(), String> {
     let (wake, woken) = mpsc::channel();
     let follower = spawn_follower(&shared, &options, wake.clone(), woken)?;
     let (stop, stopped) = watch::channel(false);
-    let mut scheduler = tokio::spawn(schedule(shared.clone(), options, history, stopped));
+    let mut scheduler = tokio::spawn(schedule(shared.clone(), options, backend, history, stopped));
     let (stop_server, server_stopped) = watch::channel(false);
     let server = tokio::spawn(
         axum::serve(listener, crate::http::router(shared.clone()))
@@ -348,6 +403,10 @@ struct LoopState {
     previous: Option<Arc<Active>>,
     /// Queues removed by a policy swap, and the commit that removed them.
     removed: BTreeMap<String, String>,
+    /// Pod groups marked stale by a cycle, and since when (KAI keeps the mark in the
+    /// `kai.scheduler/stale-podgroup-timestamp` annotation; here it is kept in memory and laid
+    /// over each snapshot whose group has none).
+    stale: BTreeMap<String, Time>,
     persisted: Instant,
     options: DaemonOptions,
 }
@@ -358,16 +417,18 @@ const PERSIST_EVERY: Duration = Duration::from_secs(60);
 async fn schedule(
     shared: Arc<Shared>,
     options: DaemonOptions,
+    backend: Option<Box<dyn Backend>>,
     history: UsageHistory,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
     let mut tick = tokio::time::interval(options.period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut state = LoopState {
-        backend: None,
+        backend,
         history,
         previous: None,
         removed: BTreeMap::new(),
+        stale: BTreeMap::new(),
         persisted: Instant::now(),
         options,
     };
@@ -399,17 +460,35 @@ impl LoopState {
         let Some(active) = shared.active() else {
             return Ok(());
         };
+        if shared.not_ready().is_some() {
+            // The cluster's caches have not listed yet: `/readyz` says so.
+            return Ok(());
+        }
         self.note_swap(&active);
         let policy = &active.policy;
-        let backend = match &mut self.backend {
-            Some(backend) => backend,
-            None => self.backend.insert(Box::new(SimCluster::read(
-                &self.options.cluster,
-                policy,
-                self.options.sim,
-            )?)),
+        let backend = match (&mut self.backend, &self.options.cluster) {
+            (Some(backend), _) => backend,
+            (None, ClusterOptions::File { path, sim }) => self
+                .backend
+                .insert(Box::new(SimCluster::read(path, policy, *sim)?)),
+            (None, ClusterOptions::Kube(_)) => {
+                return Err("the Kubernetes backend was not started".to_string());
+            }
         };
-        let (snapshot, now) = backend.snapshot()?;
+        let (mut snapshot, now) = backend.snapshot(policy)?;
+        self.stale.retain(|key, _| {
+            snapshot
+                .groups
+                .iter()
+                .any(|g| key.split_once('/') == Some((g.namespace.as_str(), g.name.as_str())))
+        });
+        for g in &mut snapshot.groups {
+            if g.stale_since.is_none()
+                && let Some(&since) = self.stale.get(&format!("{}/{}", g.namespace, g.name))
+            {
+                g.stale_since = Some(since);
+            }
+        }
         let usage = usage::of(&self.history, policy, now);
         let started = Instant::now();
         let result = cycle::run(&Cycle {
@@ -420,7 +499,21 @@ impl LoopState {
         });
         let seconds = started.elapsed().as_secs_f64();
         usage::record(&mut self.history, &snapshot, policy, &result.allocated, now);
-        backend.apply(&result.decisions, now)?;
+        for (key, since) in &result.stale_marks {
+            match since {
+                Some(since) => self.stale.insert(key.clone(), *since),
+                None => self.stale.remove(key),
+            };
+        }
+        let calls = backend.apply(&Applied {
+            policy,
+            decisions: &result.decisions,
+            shares: &result.shares,
+            allocated: &result.allocated,
+            now,
+        })?;
+        shared.metrics.calls(&calls);
+        let acts = backend.acts();
 
         let pending: Vec<PendingJob> = result
             .decisions
@@ -451,8 +544,9 @@ impl LoopState {
             nominated: nominations,
             ..
         } = Counts::of(&result.decisions);
-        let changed =
-            binds + evictions + nominations > 0 || pending.len() != lock(&shared.pending).len();
+        let changed = acts
+            && (binds + evictions + nominations > 0
+                || pending.len() != lock(&shared.pending).len());
         *lock(&shared.pending) = pending;
         let pending = lock(&shared.pending).len();
         let ms = (seconds * 1000.0 * 1000.0).round() / 1000.0;
@@ -468,7 +562,7 @@ impl LoopState {
                 "cycle"
             );
         } else {
-            debug!(at = now, pending, ms, "cycle");
+            debug!(at = now, binds, pending, ms, acts, "cycle");
         }
         if self.persisted.elapsed() >= PERSIST_EVERY {
             self.persist();

@@ -43,8 +43,12 @@ impl Origin {
 pub struct Credentials {
     /// A private SSH key file (`--ssh-key`).
     pub ssh_key: Option<PathBuf>,
-    /// A token for HTTPS (from `--git-token-file` or `KAI_POLICY_GIT_TOKEN`).
+    /// A token for HTTPS (from `--git-token-file`, `--git-credentials` or
+    /// `KAI_POLICY_GIT_TOKEN`).
     pub token: Option<String>,
+    /// The user name that goes with the token (`--git-credentials`'s `username`) when the URL
+    /// names none [default: `x-access-token`].
+    pub username: Option<String>,
 }
 
 /// What to follow.
@@ -253,7 +257,10 @@ fn callbacks(credentials: &Credentials) -> RemoteCallbacks<'_> {
             && tried <= 3
             && let Some(token) = &credentials.token
         {
-            return git2::Cred::userpass_plaintext(username.unwrap_or("x-access-token"), token);
+            let user = username
+                .or(credentials.username.as_deref())
+                .unwrap_or("x-access-token");
+            return git2::Cred::userpass_plaintext(user, token);
         }
         Err(git2::Error::from_str(
             "no credentials accepted (SSH agent, --ssh-key, KAI_POLICY_GIT_TOKEN or --git-token-file)",

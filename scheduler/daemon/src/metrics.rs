@@ -33,6 +33,7 @@ pub struct Metrics {
     quota: Family<Labels, FloatGauge>,
     limit: Family<Labels, FloatGauge>,
     policy_info: Family<Labels, Gauge>,
+    api_calls: Family<Labels, Counter>,
 }
 
 fn cycle_histogram() -> Histogram {
@@ -62,6 +63,7 @@ impl Metrics {
             quota: Family::default(),
             limit: Family::default(),
             policy_info: Family::default(),
+            api_calls: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -119,6 +121,11 @@ impl Metrics {
             "The active policy: 1 for its commit and digest",
             m.policy_info.clone(),
         );
+        registry.register(
+            "api_calls",
+            "Kubernetes API calls the leader sent, by call (bind, evict, pod-condition, podgroup-status, queue-status, event) and outcome (done, refused, gone, conflict, forbidden, failed, skipped)",
+            m.api_calls.clone(),
+        );
         // Every counter series exists from the start, at 0, so a rate over it is never missing.
         for (family, label, values) in [
             (
@@ -167,6 +174,18 @@ impl Metrics {
                 ("digest", digest.to_string()),
             ])
             .set(1);
+    }
+
+    /// Counts the API calls a cycle's decisions became.
+    pub fn calls(&self, calls: &[crate::backend::CallOutcome]) {
+        for c in calls {
+            self.api_calls
+                .get_or_create(&vec![
+                    ("call", c.call.to_string()),
+                    ("outcome", c.outcome.to_string()),
+                ])
+                .inc();
+        }
     }
 
     /// Records one cycle: its duration, decisions, and the per-queue figures after it.

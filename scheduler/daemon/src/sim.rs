@@ -19,7 +19,7 @@ use kai_scheduler::cluster::{Pod, PodGroup, Snapshot, Time};
 use kai_scheduler::decision::{Decision, EvictReason};
 use kai_scheduler::ingest::{self, Options};
 
-use crate::backend::Backend;
+use crate::backend::{Applied, Backend, CallOutcome};
 
 /// Pod annotation: how long a simulated pod runs once bound (`"90s"`, `"10m"`, `"2h"`).
 pub const DURATION_ANNOTATION: &str = "kai-policy.io/simulated-duration";
@@ -161,13 +161,14 @@ impl SimCluster {
 }
 
 impl Backend for SimCluster {
-    fn snapshot(&mut self) -> Result<(Snapshot, Time), String> {
+    fn snapshot(&mut self, _policy: &Policy) -> Result<(Snapshot, Time), String> {
         let now = self.now();
         self.advance(now);
         Ok((self.world.clone(), now))
     }
 
-    fn apply(&mut self, decisions: &[Decision], now: Time) -> Result<(), String> {
+    fn apply(&mut self, cycle: &Applied<'_>) -> Result<Vec<CallOutcome>, String> {
+        let (decisions, now) = (cycle.decisions, cycle.now);
         let index: HashMap<String, usize> = self
             .world
             .pods
@@ -198,7 +199,7 @@ impl Backend for SimCluster {
                 Decision::Nominate { .. } | Decision::Pending { .. } => {}
             }
         }
-        Ok(())
+        Ok(Vec::new())
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use crate::caches::Caches;
 use crate::calls::{self, Context, QueueNumbers, Reported};
-use crate::client::{Limits, Sender, Sent};
+use crate::client::{Limits, Outcome, Sender, Sent};
 use crate::crd::PodGroupStatus;
 use crate::lease::{self, Election, Leading};
 use crate::snapshot::{self, Assumed, Read};
@@ -105,9 +105,14 @@ impl KubeBackend {
         }
     }
 
-    /// Waits until every watch cache has listed once.
-    pub async fn synced(&self) -> Result<(), String> {
-        self.caches.synced().await
+    /// Waits until every watch cache has listed once; the future can run as its own task.
+    pub fn synced(&self) -> impl Future<Output = Result<(), String>> + Send + 'static {
+        self.caches.synced()
+    }
+
+    /// How to read pods from now on (a new policy may name another queue label or scheduler).
+    pub fn set_options(&mut self, options: Options) {
+        self.config.options = options;
     }
 
     /// The cluster now, with accepted binds and evictions the caches do not show yet laid
@@ -141,6 +146,21 @@ impl KubeBackend {
         queues: &[QueueNumbers],
         now: Timestamp,
     ) -> Vec<Sent> {
+        self.apply_while(decisions, queues, now, || true).await
+    }
+
+    /// [`KubeBackend::apply`], sending the calls a second's worth (`limits.per_second`) at a
+    /// time and asking `leads` before each batch: once it says no, the rest are not sent (their
+    /// outcome is `Failed(0, "not sent: …")`, so they are neither assumed nor remembered as
+    /// told). A replica that loses its Lease in the middle of a long cycle stops within about a
+    /// second.
+    pub async fn apply_while(
+        &mut self,
+        decisions: &[Decision],
+        queues: &[QueueNumbers],
+        now: Timestamp,
+        leads: impl Fn() -> bool,
+    ) -> Vec<Sent> {
         let scheduler_name = self
             .config
             .options
@@ -156,7 +176,26 @@ impl KubeBackend {
         };
         let mut planned = calls::plan(decisions, &cx, &mut self.reported);
         planned.extend(calls::queue_calls(queues, &mut self.reported));
-        let sent = self.sender.send(planned).await;
+        let batch = (self.config.limits.per_second.max(1) as usize).max(1);
+        let mut sent = Vec::with_capacity(planned.len());
+        let mut planned = planned.into_iter();
+        loop {
+            let chunk: Vec<_> = planned.by_ref().take(batch).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            if !leads() {
+                sent.extend(chunk.into_iter().chain(planned.by_ref()).map(|call| Sent {
+                    call,
+                    outcome: Outcome::Failed(
+                        0,
+                        "not sent: this replica stopped leading".to_string(),
+                    ),
+                }));
+                break;
+            }
+            sent.extend(self.sender.send(chunk).await);
+        }
         self.assumed.record(&sent);
         self.reported.forget_failed(&sent);
         sent

@@ -60,14 +60,18 @@ impl Caches {
         }
     }
 
-    /// Waits until every cache has listed once (what `/readyz` waits for).
-    pub async fn synced(&self) -> Result<(), String> {
-        let wait = |r: Result<(), reflector::store::WriterDropped>, kind: &str| {
-            r.map_err(|_| format!("the {kind} watch stopped before its first list"))
-        };
-        wait(self.nodes.wait_until_ready().await, "Node")?;
-        wait(self.pods.wait_until_ready().await, "Pod")?;
-        wait(self.groups.wait_until_ready().await, "PodGroup")
+    /// Waits until every cache has listed once (what `/readyz` waits for). The future owns
+    /// handles on the stores, so it can run as its own task.
+    pub fn synced(&self) -> impl Future<Output = Result<(), String>> + Send + 'static {
+        let (nodes, pods, groups) = (self.nodes.clone(), self.pods.clone(), self.groups.clone());
+        async move {
+            let wait = |r: Result<(), reflector::store::WriterDropped>, kind: &str| {
+                r.map_err(|_| format!("the {kind} watch stopped before its first list"))
+            };
+            wait(nodes.wait_until_ready().await, "Node")?;
+            wait(pods.wait_until_ready().await, "Pod")?;
+            wait(groups.wait_until_ready().await, "PodGroup")
+        }
     }
 
     /// A copy of every store now.

@@ -6,8 +6,9 @@
 //! `resourceVersion` that was read, so when two replicas try at once the API server lets one
 //! win and answers the other 409. [`run`] applies the rule once per period and publishes
 //! whether this replica leads. A replica stops leading at the first renewal that does not
-//! succeed, so it stops scheduling within one period of losing the Lease; another replica takes
-//! over once the Lease has gone unrenewed for its duration.
+//! succeed (or does not finish within the period), so it stops scheduling within one period of
+//! losing the Lease; another replica takes over once the Lease has gone unrenewed for its
+//! duration.
 
 use std::time::Duration;
 
@@ -156,7 +157,18 @@ pub async fn run(api: Api<Lease>, election: Election, leading: watch::Sender<Lea
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let now = round(&api, &election).await;
+        // A round that hangs (an API server that accepts the connection and never answers)
+        // must not leave a stale `Yes` standing: a round longer than the period has failed.
+        let now = match tokio::time::timeout(election.period, round(&api, &election)).await {
+            Ok(now) => now,
+            Err(_) => Leading::Unknown(Outcome::Failed(
+                0,
+                format!(
+                    "the Lease round took longer than the renewal period ({:?})",
+                    election.period
+                ),
+            )),
+        };
         leading.send_if_modified(|was| {
             let changed = *was != now;
             *was = now;

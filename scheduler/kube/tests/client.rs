@@ -482,3 +482,32 @@ async fn the_leader_stops_leading_at_the_first_renewal_that_fails() {
     drop(rx);
     task.abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_hangs_stops_the_leader_after_one_period() {
+    let (client, mut server) = mock_client();
+    let (tx, mut rx) = tokio::sync::watch::channel(Leading::No {
+        holder: String::new(),
+    });
+    let task = tokio::spawn(lease::run(leases(client), election(), tx));
+    answer(&mut server, 404, failure(404, "NotFound", "not found")).await;
+    answer(&mut server, 201, json!({})).await;
+    rx.changed().await.unwrap();
+    assert!(rx.borrow().leads());
+    // Round 2: the API server takes the request and never answers.
+    let (_request, _never_answered) = server.next_request().await.expect("the renewal's read");
+    let started = tokio::time::Instant::now();
+    rx.changed().await.unwrap();
+    assert!(
+        matches!(&*rx.borrow(), Leading::Unknown(Outcome::Failed(0, m)) if m.contains("longer than the renewal period")),
+        "{:?}",
+        *rx.borrow()
+    );
+    assert!(
+        started.elapsed() <= election().period,
+        "{:?}",
+        started.elapsed()
+    );
+    drop(rx);
+    task.abort();
+}

@@ -1,0 +1,358 @@
+//! A small fake Kubernetes API server for end-to-end runs of `kai-scheduler run --kubeconfig`:
+//! plain HTTP on 127.0.0.1, on a thread and runtime of its own, stopped when dropped.
+//!
+//! It serves what the backend reads and writes, no more: list and watch of Nodes, Pods and
+//! PodGroups (and an empty list for any other collection, such as Queues, PriorityClasses and
+//! Namespaces), a pod's `binding` subresource (recorded; the pod is then bound and a `MODIFIED`
+//! event goes out on the pod watch, as the API server does), Events, and one coordination Lease.
+//! Anything else (a Queue's status, for one: the fake cluster has no Queue objects) is recorded
+//! and answered 404.
+//! A test drives it: it can hold the first lists back, change the pods without telling the
+//! watch, end the pod watch with a `410 Gone` error event, and make the Lease fail.
+//!
+//! It is not an API server: no authentication, no validation, no field selectors, no paging,
+//! one resourceVersion counter for everything. It stands in for one only as far as kube-rs's
+//! client and watcher need.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::Response;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub body: Value,
+}
+
+/// What the server holds and what a test can change.
+pub struct State {
+    pub nodes: Mutex<Vec<Value>>,
+    pub pods: Mutex<Vec<Value>>,
+    pub lease: Mutex<Option<Value>>,
+    /// Every Lease request answers 500 while set.
+    pub lease_fails: AtomicBool,
+    /// Lists wait while set.
+    pub hold_lists: AtomicBool,
+    /// Every request, in order.
+    pub requests: Mutex<Vec<Seen>>,
+    /// The bodies of the bindings posted: (pod path, body).
+    pub bindings: Mutex<Vec<(String, Value)>>,
+    pod_events: broadcast::Sender<Value>,
+    version: AtomicU64,
+}
+
+impl State {
+    fn next_version(&self) -> String {
+        (self.version.fetch_add(1, Ordering::SeqCst) + 1).to_string()
+    }
+
+    /// Sends a watch event on the pod watches open now.
+    pub fn pod_event(&self, kind: &str, pod: &Value) {
+        let _ = self.pod_events.send(json!({ "type": kind, "object": pod }));
+    }
+
+    /// Adds a pod and tells the pod watches.
+    pub fn add_pod(&self, mut pod: Value) {
+        pod["metadata"]["resourceVersion"] = json!(self.next_version());
+        self.pods.lock().unwrap().push(pod.clone());
+        self.pod_event("ADDED", &pod);
+    }
+
+    /// Ends every open pod watch with the error a compacted resourceVersion gives: `410 Gone`.
+    pub fn expire_pod_watch(&self) {
+        let _ = self.pod_events.send(json!({
+            "type": "ERROR",
+            "object": { "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
+                        "reason": "Expired", "message": "too old resource version" }
+        }));
+    }
+
+    /// How many times `path` was listed (GET without `watch`).
+    pub fn lists(&self, path: &str) -> usize {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == path && !is_watch(&r.query))
+            .count()
+    }
+}
+
+/// The running server.
+pub struct FakeApi {
+    pub state: Arc<State>,
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl FakeApi {
+    /// Starts serving `nodes` and `pods`.
+    pub fn start(nodes: Vec<Value>, pods: Vec<Value>) -> FakeApi {
+        let (pod_events, _) = broadcast::channel(64);
+        let state = Arc::new(State {
+            nodes: Mutex::new(nodes),
+            pods: Mutex::new(pods),
+            lease: Mutex::new(None),
+            lease_fails: AtomicBool::new(false),
+            hold_lists: AtomicBool::new(false),
+            requests: Mutex::new(Vec::new()),
+            bindings: Mutex::new(Vec::new()),
+            pod_events,
+            version: AtomicU64::new(100),
+        });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let s = state.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let app = Router::new().fallback(handle).with_state(s);
+                tokio::select! {
+                    _ = axum::serve(listener, app).into_future() => {}
+                    _ = stopped => {}
+                }
+            });
+            // Open watches end with the runtime.
+            runtime.shutdown_timeout(Duration::from_millis(100));
+        });
+        FakeApi {
+            state,
+            url,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// A kubeconfig that points at this server.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\n",
+            self.url
+        )
+    }
+}
+
+fn is_watch(query: &str) -> bool {
+    query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1")
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({ "apiVersion": "v1", "kind": "Status", "metadata": {},
+            "status": if code < 300 { "Success" } else { "Failure" },
+            "code": code, "reason": reason, "message": message })
+}
+
+fn answer(code: u16, body: &Value) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap())
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap()
+}
+
+/// The collections the server lists and watches: path → (apiVersion, list kind).
+fn collection(path: &str) -> Option<(&'static str, &'static str)> {
+    Some(match path {
+        "/api/v1/nodes" => ("v1", "NodeList"),
+        "/api/v1/pods" => ("v1", "PodList"),
+        "/apis/scheduling.run.ai/v2alpha2/podgroups" => {
+            ("scheduling.run.ai/v2alpha2", "PodGroupList")
+        }
+        "/apis/scheduling.run.ai/v2/queues" => ("scheduling.run.ai/v2", "QueueList"),
+        "/apis/scheduling.k8s.io/v1/priorityclasses" => {
+            ("scheduling.k8s.io/v1", "PriorityClassList")
+        }
+        "/api/v1/namespaces" => ("v1", "NamespaceList"),
+        _ => return None,
+    })
+}
+
+async fn handle(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let query = uri.query().unwrap_or("").to_string();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    state.requests.lock().unwrap().push(Seen {
+        method: method.to_string(),
+        path: path.clone(),
+        query: query.clone(),
+        body: body.clone(),
+    });
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+
+    if method == Method::GET
+        && let Some((api_version, kind)) = collection(&path)
+    {
+        if is_watch(&query) {
+            return watch(&state, &path);
+        }
+        while state.hold_lists.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let items = match path.as_str() {
+            "/api/v1/nodes" => state.nodes.lock().unwrap().clone(),
+            "/api/v1/pods" => state.pods.lock().unwrap().clone(),
+            _ => Vec::new(),
+        };
+        let version = state.next_version();
+        return answer(
+            200,
+            &json!({ "apiVersion": api_version, "kind": kind,
+                     "metadata": { "resourceVersion": version }, "items": items }),
+        );
+    }
+
+    // /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]
+    if parts.len() >= 6
+        && parts[..3] == ["apis", "coordination.k8s.io", "v1"]
+        && parts[5] == "leases"
+    {
+        if state.lease_fails.load(Ordering::SeqCst) {
+            return answer(500, &status(500, "InternalError", "etcd is away"));
+        }
+        let mut lease = state.lease.lock().unwrap();
+        return match method {
+            Method::GET => match &*lease {
+                Some(l) => answer(200, l),
+                None => answer(404, &status(404, "NotFound", "leases not found")),
+            },
+            Method::POST | Method::PUT => {
+                let mut new = body;
+                new["apiVersion"] = json!("coordination.k8s.io/v1");
+                new["kind"] = json!("Lease");
+                new["metadata"]["resourceVersion"] = json!(state.next_version());
+                *lease = Some(new.clone());
+                answer(if method == Method::POST { 201 } else { 200 }, &new)
+            }
+            _ => answer(405, &status(405, "MethodNotAllowed", "")),
+        };
+    }
+
+    // /api/v1/namespaces/{ns}/pods/{name}/binding
+    if method == Method::POST && parts.len() == 7 && parts[4] == "pods" && parts[6] == "binding" {
+        let (namespace, name) = (parts[3], parts[5]);
+        let node = body["target"]["name"].as_str().unwrap_or("").to_string();
+        state
+            .bindings
+            .lock()
+            .unwrap()
+            .push((format!("{namespace}/{name}"), body));
+        let bound = {
+            let mut pods = state.pods.lock().unwrap();
+            let pod = pods
+                .iter_mut()
+                .find(|p| p["metadata"]["namespace"] == namespace && p["metadata"]["name"] == name);
+            match pod {
+                None => None,
+                Some(p) if p["spec"]["nodeName"].is_string() => {
+                    return answer(
+                        409,
+                        &status(409, "Conflict", &format!("pod {name} is already assigned")),
+                    );
+                }
+                Some(p) => {
+                    p["spec"]["nodeName"] = json!(node);
+                    p["status"]["phase"] = json!("Running");
+                    p["status"]["startTime"] = json!("2026-01-01T00:00:00Z");
+                    p["metadata"]["resourceVersion"] = json!(state.next_version());
+                    Some(p.clone())
+                }
+            }
+        };
+        return match bound {
+            Some(pod) => {
+                state.pod_event("MODIFIED", &pod);
+                answer(201, &status(201, "", ""))
+            }
+            None => answer(
+                404,
+                &status(404, "NotFound", &format!("pods \"{name}\" not found")),
+            ),
+        };
+    }
+
+    // /api/v1/namespaces/{ns}/events
+    if method == Method::POST && parts.len() == 5 && parts[4] == "events" {
+        return answer(201, &body);
+    }
+
+    answer(
+        404,
+        &status(
+            404,
+            "NotFound",
+            &format!("{method} {path} is not served here"),
+        ),
+    )
+}
+
+/// A watch: for pods, the events the test sends until it ends the watch with an error; for the
+/// other kinds, nothing, held open.
+fn watch(state: &State, path: &str) -> Response {
+    let events = if path == "/api/v1/pods" {
+        let rx = state.pod_events.subscribe();
+        futures::stream::unfold((rx, false), |(mut rx, ended)| async move {
+            if ended {
+                return None;
+            }
+            loop {
+                match rx.recv().await {
+                    Ok(event) => {
+                        let ended = event["type"] == "ERROR";
+                        let mut line = serde_json::to_vec(&event).unwrap();
+                        line.push(b'\n');
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(Bytes::from(line)),
+                            (rx, ended),
+                        ));
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .boxed()
+    } else {
+        futures::stream::pending().boxed()
+    };
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(Body::from_stream(events))
+        .unwrap()
+}
