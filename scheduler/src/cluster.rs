@@ -281,7 +281,34 @@ pub struct PodGroup {
     /// For a group built from a top owner: KAI's default priority class for its kind
     /// (`inference` for Deployments); `None` for PodGroup objects.
     pub kind_priority: Option<String>,
+    /// `spec.subGroups`: smaller gangs inside the group, in the order written (empty: the group
+    /// is one gang of `min_member`).
+    pub sub_groups: Vec<SubGroup>,
+    /// `spec.minSubGroup`: how many top-level sub-groups must be able to run (`None`: all).
+    pub min_sub_group: Option<u32>,
 }
+
+/// One entry of a PodGroup's `spec.subGroups` (KAI's `v2alpha2.SubGroup`). A sub-group that is
+/// some other's `parent` groups sub-groups; one that is not holds the pods whose
+/// `kai.scheduler/subgroup-name` label names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubGroup {
+    /// `name`, unique in the group.
+    pub name: String,
+    /// `parent`: the sub-group it belongs to (`None`: the group itself).
+    pub parent: Option<String>,
+    /// `minMember`: pods of a pod-holding sub-group that must run together (`None`: 0).
+    pub min_member: Option<u32>,
+    /// `minSubGroup`: child sub-groups of a grouping sub-group that must run (`None`: all).
+    pub min_sub_group: Option<u32>,
+    /// `topologyConstraint.requiredTopologyLevel`.
+    pub topology_required: Option<String>,
+    /// `topologyConstraint.preferredTopologyLevel`.
+    pub topology_preferred: Option<String>,
+}
+
+/// The pod label naming the sub-group a pod belongs to (KAI's `constants.SubGroupLabelKey`).
+pub const SUBGROUP_LABEL: &str = "kai.scheduler/subgroup-name";
 
 impl PodGroup {
     /// When the group may first trigger evictions (KAI's `PreemptionDelayEnd`): its

@@ -100,6 +100,25 @@ pub enum Reason {
         /// The queue.
         queue: String,
     },
+    /// A sub-group of the PodGroup has fewer pods than its `minMember`, or fewer sub-groups
+    /// able to start than its `minSubGroup`.
+    SubGroupIncomplete {
+        /// The sub-group (empty: the PodGroup's own `minSubGroup`).
+        subgroup: String,
+        /// Pods that exist, or sub-groups that could start.
+        have: u32,
+        /// Its `minMember`, or `minSubGroup`.
+        need: u32,
+        /// Whether `have` and `need` count pods (else sub-groups).
+        pods: bool,
+    },
+    /// The pods name a sub-group (`kai.scheduler/subgroup-name`) their PodGroup does not have.
+    UnknownSubGroup {
+        /// The name the pods give (`default` when they carry no label).
+        subgroup: String,
+        /// The PodGroup, `namespace/name`.
+        group: String,
+    },
     /// The queue does not list the job's namespace.
     NamespaceNotAllowed {
         /// The queue.
@@ -283,6 +302,37 @@ impl fmt::Display for Reason {
                 "gang incomplete: {pods} pod{} exist{}, minMember is {min_member}",
                 if *pods == 1 { "" } else { "s" },
                 if *pods == 1 { "s" } else { "" }
+            ),
+            Reason::SubGroupIncomplete {
+                subgroup,
+                have,
+                need,
+                pods: true,
+            } => write!(
+                f,
+                "sub-group {subgroup} incomplete: {have} pod{} exist{}, its minMember is {need}",
+                if *have == 1 { "" } else { "s" },
+                if *have == 1 { "s" } else { "" }
+            ),
+            Reason::SubGroupIncomplete {
+                subgroup,
+                have,
+                need,
+                pods: false,
+            } => {
+                let whose = if subgroup.is_empty() {
+                    "the PodGroup's".to_string()
+                } else {
+                    format!("sub-group {subgroup}'s")
+                };
+                write!(
+                    f,
+                    "only {have} of {whose} sub-groups can start (each has fewer pods than its minMember); its minSubGroup is {need}"
+                )
+            }
+            Reason::UnknownSubGroup { subgroup, group } => write!(
+                f,
+                "the pod is in sub-group {subgroup} (label kai.scheduler/subgroup-name; `default` without it), which PodGroup {group} does not list in spec.subGroups; fix the label or add the sub-group"
             ),
             Reason::WaitingBehind { jobs, queue } => write!(
                 f,

@@ -40,7 +40,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cluster::{PodGroup, Snapshot, Time};
+use crate::cluster::{PodGroup, Snapshot, SubGroup, Time};
 use objects::PodRead;
 
 /// The annotation that makes a pod use a fraction of one GPU device (KAI's name).
@@ -150,6 +150,19 @@ struct PodGroupSpec {
     preemptibility: Option<String>,
     preemption_delay: Option<String>,
     staleness_grace_period: Option<String>,
+    topology_constraint: Option<TopologyConstraint>,
+    min_sub_group: Option<i64>,
+    #[serde(default)]
+    sub_groups: Vec<SubGroupSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SubGroupSpec {
+    name: String,
+    parent: Option<String>,
+    min_member: Option<i64>,
+    min_sub_group: Option<i64>,
     topology_constraint: Option<TopologyConstraint>,
 }
 
@@ -661,7 +674,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
                 Err(why) => notes.push(skip(why)),
             },
             Object::PodGroup(group, created) => {
-                match read_group(*group, created.map(clock), &clock) {
+                match read_group(*group, created.map(clock), &clock, &mut notes) {
                     Ok(g) => snapshot.groups.push(g),
                     Err(why) => notes.push(skip(why)),
                 }
@@ -705,8 +718,15 @@ fn read_group(
     group: PodGroupObject,
     created: Option<Time>,
     clock: &dyn Fn(Timestamp) -> Time,
+    notes: &mut Vec<String>,
 ) -> Result<PodGroup, String> {
-    let spec = group.spec;
+    let mut spec = group.spec;
+    let label = format!(
+        "PodGroup {}/{}",
+        group.metadata.namespace.as_deref().unwrap_or("default"),
+        group.metadata.name.as_deref().unwrap_or_default()
+    );
+    let (sub_groups, min_sub_group) = sub_groups(&mut spec, &label, notes)?;
     let min_member = match spec.min_member {
         None => 1,
         Some(m) if (0..=i64::from(u32::MAX)).contains(&m) => m as u32,
@@ -761,7 +781,145 @@ fn read_group(
         topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
         topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),
         kind_priority: None,
+        sub_groups,
+        min_sub_group,
     })
+}
+
+/// A PodGroup's `spec.subGroups` and `spec.minSubGroup`, checked as KAI's admission webhook
+/// checks them (`podgroup_webhook.go: validatePodGroupSpec`): what it refuses (a duplicate
+/// name, an unknown parent, a cycle, `minMember` with `minSubGroup`) is an error; what it only
+/// warns about is a note, and the group is read as KAI's scheduler reads it (a pod-holding
+/// sub-group without `minMember` needs 0 pods; `minSubGroup` on one, or `minMember` on a
+/// grouping one, is ignored).
+fn sub_groups(
+    spec: &mut PodGroupSpec,
+    label: &str,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<SubGroup>, Option<u32>), String> {
+    let count = |field: &str, v: Option<i64>| -> Result<Option<u32>, String> {
+        v.map(|v| u32::try_from(v).map_err(|_| format!("{field} is {v}; it must be 0 or more")))
+            .transpose()
+    };
+    let min_sub_group = count("spec.minSubGroup", spec.min_sub_group)?;
+    if spec.sub_groups.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    if let (Some(m), Some(_)) = (spec.min_member, min_sub_group) {
+        return Err(format!(
+            "spec.minMember ({m}) and spec.minSubGroup are both set; they exclude each other: keep minSubGroup to count sub-groups, or remove spec.subGroups"
+        ));
+    }
+    let mut out: Vec<SubGroup> = Vec::with_capacity(spec.sub_groups.len());
+    for (i, s) in std::mem::take(&mut spec.sub_groups).into_iter().enumerate() {
+        let at = format!("spec.subGroups[{i}]");
+        if s.name.is_empty() {
+            return Err(format!("{at} has no name"));
+        }
+        if out.iter().any(|o| o.name == s.name) {
+            return Err(format!(
+                "{at}: the name {} is used twice; sub-group names must be unique",
+                s.name
+            ));
+        }
+        let topology = s.topology_constraint.unwrap_or_default();
+        out.push(SubGroup {
+            min_member: count(&format!("{at}.minMember"), s.min_member)?,
+            min_sub_group: count(&format!("{at}.minSubGroup"), s.min_sub_group)?,
+            name: s.name,
+            parent: s.parent.filter(|p| !p.is_empty()),
+            topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
+            topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),
+        });
+    }
+    for s in &out {
+        if let Some(parent) = &s.parent
+            && !out.iter().any(|o| &o.name == parent)
+        {
+            return Err(format!(
+                "sub-group {} names parent {parent}, which is not in spec.subGroups",
+                s.name
+            ));
+        }
+        // Follow the parents up: more steps than there are sub-groups is a cycle.
+        let mut at = s.parent.as_deref();
+        for _ in 0..=out.len() {
+            at = match at {
+                Some(p) => out
+                    .iter()
+                    .find(|o| o.name == p)
+                    .and_then(|o| o.parent.as_deref()),
+                None => break,
+            };
+        }
+        if at.is_some() {
+            return Err(format!(
+                "sub-group {} is its own ancestor (a cycle of parents)",
+                s.name
+            ));
+        }
+        if s.min_member.is_some() && s.min_sub_group.is_some() {
+            return Err(format!(
+                "sub-group {}: minMember and minSubGroup exclude each other",
+                s.name
+            ));
+        }
+    }
+    let children = |name: Option<&str>| out.iter().filter(|o| o.parent.as_deref() == name).count();
+    let mut warn = |what: String| {
+        notes.push(format!(
+            "{label}: {what} (KAI's admission webhook warns the same)"
+        ))
+    };
+    if let Some(m) = min_sub_group
+        && m as usize > children(None)
+    {
+        warn(format!(
+            "spec.minSubGroup ({m}) is more than its {} top-level sub-groups: the group can never start",
+            children(None)
+        ));
+    }
+    for s in &out {
+        let kids = children(Some(&s.name));
+        if kids == 0 {
+            if s.min_sub_group.is_some() {
+                warn(format!(
+                    "sub-group {} has minSubGroup but no sub-groups under it: ignored",
+                    s.name
+                ));
+            }
+            if s.min_member.is_none() {
+                warn(format!(
+                    "sub-group {} has no minMember: its pods run as they fit, none required",
+                    s.name
+                ));
+            }
+        } else {
+            if s.min_member.is_some() {
+                warn(format!(
+                    "sub-group {} has sub-groups under it, so its minMember is ignored; use minSubGroup",
+                    s.name
+                ));
+            }
+            if let Some(m) = s.min_sub_group
+                && m as usize > kids
+            {
+                warn(format!(
+                    "sub-group {}: minSubGroup ({m}) is more than its {kids} sub-groups: the group can never start",
+                    s.name
+                ));
+            }
+        }
+    }
+    for s in &out {
+        if s.topology_required.is_some() || s.topology_preferred.is_some() {
+            notes.push(format!(
+                "{label}: sub-group {}'s topologyConstraint is not honoured yet: the group's own constraint applies to all its pods (docs/scheduler.md, Sub-groups)",
+                s.name
+            ));
+        }
+    }
+    Ok((out, min_sub_group))
 }
 
 /// Puts every pod without a `pod-group-name` annotation into its top owner's group, creating

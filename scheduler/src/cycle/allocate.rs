@@ -10,6 +10,7 @@ use kai_policy_compiler::model::{Bound, Policy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
+use super::gang::PodState;
 use super::jobs::{Job, request_of, sum_requests};
 use super::kai::{Quantities, Ranked, Side, compare_queues, quantities};
 use super::placement::{Plan, place_gang};
@@ -49,6 +50,16 @@ pub(crate) struct Context<'a> {
     pub releasing: Vec<usize>,
 }
 
+impl PodState for Context<'_> {
+    fn active(&self, pod: usize) -> bool {
+        self.slots[pod].is_some() && !self.snapshot.pods[pod].terminating
+    }
+
+    fn pending(&self, pod: usize) -> bool {
+        self.is_pending(pod)
+    }
+}
+
 impl Context<'_> {
     /// The pending pods of a job: not bound, not placed in this cycle.
     pub fn pending(&self, job: usize) -> Vec<usize> {
@@ -86,6 +97,7 @@ impl Context<'_> {
         let n = self.policy.queues.len();
         let mut lists: Vec<Vec<usize>> = vec![Vec::new(); n];
         for j in 0..self.jobs.len() {
+            self.tell_stray(j);
             let job = &self.jobs[j];
             let pending = self.pending(j);
             if pending.is_empty() {
@@ -102,14 +114,8 @@ impl Context<'_> {
                 self.pending_decision(j, Reason::UnknownPriorityClass { name: name.clone() });
                 continue;
             }
-            if (job.pods.len() as u32) < job.min_member {
-                self.pending_decision(
-                    j,
-                    Reason::GangIncomplete {
-                        pods: job.pods.len() as u32,
-                        min_member: job.min_member,
-                    },
-                );
+            if let Some(reason) = self.cannot_start(j) {
+                self.pending_decision(j, reason);
                 continue;
             }
             lists[q].push(j);
@@ -260,13 +266,60 @@ impl Context<'_> {
     /// older; then the stable job order.
     pub(crate) fn job_order(&self, job: usize) -> (Reverse<i32>, Ordering, Time, usize) {
         let j = &self.jobs[job];
-        let active = self.active_count(job) as u32;
-        (
-            Reverse(j.priority),
-            active.cmp(&j.min_member),
-            j.created,
-            job,
-        )
+        (Reverse(j.priority), self.min_state(job), j.created, job)
+    }
+
+    /// Whether a job's active pods are below (`Less`), at or above its minimum; with
+    /// sub-groups, as KAI's elastic plugin reads them (any pod set below is below).
+    pub(crate) fn min_state(&self, job: usize) -> Ordering {
+        let j = &self.jobs[job];
+        match &j.gang {
+            Some(gang) => gang.min_state(self),
+            None => self.active_count(job).cmp(&(j.min_member as usize)),
+        }
+    }
+
+    /// Why a job cannot start whatever the room: too few pods for its minimum, or for a
+    /// sub-group's (KAI's `IsReadyForScheduling`).
+    fn cannot_start(&self, job: usize) -> Option<Reason> {
+        let j = &self.jobs[job];
+        match &j.gang {
+            Some(gang) => gang.unready().map(|u| Reason::SubGroupIncomplete {
+                subgroup: u.subgroup,
+                have: u.have,
+                need: u.need,
+                pods: u.pods,
+            }),
+            None => ((j.pods.len() as u32) < j.min_member).then_some(Reason::GangIncomplete {
+                pods: j.pods.len() as u32,
+                min_member: j.min_member,
+            }),
+        }
+    }
+
+    /// Says, once per cycle, why a job's pods that name a sub-group it lacks never start.
+    fn tell_stray(&mut self, job: usize) {
+        let j = &self.jobs[job];
+        let mut by_name: Vec<(&str, Vec<String>)> = Vec::new();
+        for (p, name) in &j.stray {
+            let pod = self.snapshot.pods[*p].key();
+            match by_name.iter_mut().find(|(n, _)| n == name) {
+                Some((_, pods)) => pods.push(pod),
+                None => by_name.push((name, vec![pod])),
+            }
+        }
+        let decisions: Vec<Decision> = by_name
+            .into_iter()
+            .map(|(name, pods)| Decision::Pending {
+                job: j.key.clone(),
+                pods,
+                reason: Reason::UnknownSubGroup {
+                    subgroup: name.to_string(),
+                    group: j.key.clone(),
+                },
+            })
+            .collect();
+        self.decisions.extend(decisions);
     }
 
     /// The first limit (queue or ancestor) that `request` would break, and the first quota a
@@ -319,10 +372,10 @@ impl Context<'_> {
         let core = self.gang_core(job);
         if core.is_empty() {
             let j = &self.jobs[job];
-            return Err(Reason::GangIncomplete {
+            return Err(self.cannot_start(job).unwrap_or(Reason::GangIncomplete {
                 pods: j.pods.len() as u32,
                 min_member: j.min_member,
-            });
+            }));
         }
         match self.place(job, leaf, &core) {
             Err(Reason::NoNodeFits { .. } | Reason::NoTopologyDomain { .. })
@@ -337,6 +390,9 @@ impl Context<'_> {
     /// The pods a job needs placed together now: enough to reach its minimum, or, for a job at
     /// its minimum already, one more pod; none when its pending pods cannot reach the minimum.
     pub fn gang_core(&self, job: usize) -> Vec<usize> {
+        if let Some(gang) = &self.jobs[job].gang {
+            return gang.next_pods(self);
+        }
         let pending = self.pending(job);
         let active = self.active_count(job);
         let need = (self.jobs[job].min_member as usize)
@@ -362,6 +418,9 @@ impl Context<'_> {
     /// What [`Self::gang_core`]'s pods request (KAI's job init resources), without collecting
     /// them: the queue order asks this of every sibling's best job at every turn.
     pub(crate) fn init_request(&self, job: usize) -> Amounts {
+        if let Some(gang) = &self.jobs[job].gang {
+            return request_of(self.snapshot, &gang.next_pods(self));
+        }
         let active = self.active_count(job);
         let need = (self.jobs[job].min_member as usize)
             .saturating_sub(active)

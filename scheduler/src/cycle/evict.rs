@@ -241,7 +241,10 @@ impl Context<'_> {
 
     /// Whether a job may run more pods than its minimum.
     pub(crate) fn is_elastic(&self, job: usize) -> bool {
-        self.jobs[job].pods.len() as u32 > self.jobs[job].min_member
+        match &self.jobs[job].gang {
+            Some(gang) => gang.is_elastic(),
+            None => self.jobs[job].pods.len() as u32 > self.jobs[job].min_member,
+        }
     }
 
     /// Running pods of a job that were bound before this cycle and are not being released: what
@@ -299,12 +302,7 @@ impl Context<'_> {
         job: usize,
     ) -> (Reverse<i32>, Ordering, Time, usize) {
         let j = &self.jobs[job];
-        (
-            Reverse(j.priority),
-            self.active_count(job).cmp(&(j.min_member as usize)),
-            j.created,
-            job,
-        )
+        (Reverse(j.priority), self.min_state(job), j.created, job)
     }
 
     /// The next victim unit among `candidates` (jobs of one queue, each with whether its
@@ -317,25 +315,42 @@ impl Context<'_> {
     ) -> Option<(usize, Vec<usize>)> {
         // Victims popped so far are released already: their pods hold no slot, so they count
         // neither as running nor as active here.
+        let newest = |pods: &[usize]| {
+            pods.iter().copied().max_by_key(|&p| {
+                let pod = &self.snapshot.pods[p];
+                (pod.started, pod.created, p)
+            })
+        };
+        // With sub-groups, the pods KAI's `GetTasksToEvict` gives, found once per job.
+        let mut units: Vec<(usize, Vec<usize>)> = Vec::new();
         let (v, active) = candidates
             .iter()
             .filter_map(|&(v, protected)| {
+                if !self.is_running(v) {
+                    return None;
+                }
+                if let Some(gang) = &self.jobs[v].gang {
+                    let pods = gang.victim_pods(self, protected, &newest);
+                    if pods.is_empty() {
+                        return None;
+                    }
+                    units.push((v, pods));
+                    return Some((v, 0));
+                }
                 let active = self.active_count(v);
                 let min = self.jobs[v].min_member as usize;
-                if !self.is_running(v) || (protected && active <= min) {
+                if protected && active <= min {
                     return None;
                 }
                 Some((v, active))
             })
             .max_by_key(|&(v, _)| self.reverse_job_order_key(v))?;
-        let mut pods = self.running(v);
+        if let Some(at) = units.iter().position(|(u, _)| *u == v) {
+            return Some(units.swap_remove(at));
+        }
+        let pods = self.running(v);
         if active > self.jobs[v].min_member as usize {
-            pods.sort_by_key(|&p| {
-                let pod = &self.snapshot.pods[p];
-                (pod.started, pod.created, p)
-            });
-            let newest = pods.pop().into_iter().collect();
-            return Some((v, newest));
+            return Some((v, newest(&pods).into_iter().collect()));
         }
         Some((v, pods))
     }
@@ -553,7 +568,11 @@ impl Context<'_> {
         for j in 0..self.jobs.len() {
             let job = &self.jobs[j];
             let active = self.active(j).len() as u32;
-            let stale = job.succeeded == 0 && active > 0 && active < job.min_member;
+            let below = match &job.gang {
+                Some(gang) => gang.below_minimum(self),
+                None => active < job.min_member,
+            };
+            let stale = job.succeeded == 0 && active > 0 && below;
             if !stale {
                 if job.stale_since.is_some() {
                     marks.push((job.key.clone(), None));
@@ -574,7 +593,7 @@ impl Context<'_> {
             let running = self.running(j);
             let reason = EvictReason::StaleGang {
                 running: active,
-                min_member: job.min_member,
+                min_member: job.gang.as_ref().map_or(job.min_member, |g| g.min_pods()),
                 for_seconds: below_for,
             };
             if let Ok(q) = job.queue {

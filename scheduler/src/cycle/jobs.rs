@@ -4,6 +4,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use kai_policy_compiler::model::{Policy, PriorityClass};
 
+use super::gang::Gang;
 use crate::cluster::{Amounts, Pod, PodGroup, Snapshot, Time};
 use crate::decision::Reason;
 
@@ -43,6 +44,11 @@ pub struct Job {
     pub topology_required: Option<String>,
     /// The preferred level: the node label the gang should share.
     pub topology_preferred: Option<String>,
+    /// The PodGroup's sub-groups, with the pods in them; `None`: one gang of `min_member`.
+    pub gang: Option<Box<Gang>>,
+    /// Pending pods that name a sub-group the PodGroup does not have, with the name: never
+    /// placed (KAI's `InvalidSubGroupTasks`).
+    pub stray: Vec<(usize, String)>,
 }
 
 /// The queue a pod lands in when nothing names one and its namespace is no queue's default
@@ -100,12 +106,24 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                     .min()
                     .unwrap_or(0),
             };
-            let (elsewhere, pods): (Vec<usize>, Vec<usize>) = all.into_iter().partition(|&p| {
+            let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = all.into_iter().partition(|&p| {
                 snapshot.pods[p]
                     .node
                     .as_deref()
                     .is_some_and(|n| !nodes.contains(n))
             });
+            let (gang, stray) =
+                match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
+                    Some((gang, stray)) => (Some(Box::new(gang)), stray),
+                    None => (None, Vec::new()),
+                };
+            // A stray pod that runs stays with its job (it holds what it holds); one that
+            // waits is set apart, to be told why it never starts.
+            let stray: Vec<(usize, String)> = stray
+                .into_iter()
+                .filter(|&(p, _)| snapshot.pods[p].node.is_none())
+                .collect();
+            pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
             let min_member = group.map_or(1, |g| g.min_member);
             // KAI's rule where the class is not declared: below 100 is preemptible; the group's
             // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
@@ -132,6 +150,8 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 evicts_from: group.and_then(PodGroup::evicts_from),
                 topology_required: group.and_then(|g| g.topology_required.clone()),
                 topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
+                gang,
+                stray,
             }
         })
         .collect()

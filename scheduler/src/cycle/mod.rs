@@ -9,6 +9,7 @@ mod allocate;
 mod consolidate;
 mod evict;
 mod filters;
+mod gang;
 mod jobs;
 mod kai;
 mod placement;
@@ -17,6 +18,7 @@ mod state;
 
 pub use evict::STALE_GANG_GRACE_SECONDS;
 pub use filters::GPU_MEMORY_LABEL;
+pub use gang::{Gang, Unready};
 pub use jobs::Job;
 
 use kai_policy_compiler::fairshare::{self, Demand, FairShares};
