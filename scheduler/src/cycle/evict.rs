@@ -371,19 +371,44 @@ impl Context<'_> {
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let mut released: Vec<Released> = Vec::new();
         let mut popped: Vec<Victim> = Vec::new();
+        // Nodes victims freed room on since the gang last failed to be placed; `None` until it
+        // has been tried once. Room only grows elsewhere in this loop, so the gang can fit now
+        // only if one of its pods fits on one of these nodes: no need to try the whole cluster
+        // again otherwise. Inter-pod terms can change on other nodes when a pod leaves, so with
+        // them every victim leads to a full attempt.
+        let mut freed_since: Option<Vec<usize>> = None;
+        let terms = self.state.tracks_inter_pod_terms();
         while popped.len() < MAX_VICTIMS {
             let Some(victim) = next(self, &popped) else {
                 break;
             };
             popped.push(victim.clone());
             let freed = self.release(&victim);
+            if let Some(nodes) = freed_since.as_mut() {
+                nodes.extend(freed.iter().map(|(_, slot)| slot.node));
+            }
             released.push((victim, freed));
             // Limits and non-preemptible quota are judged now, with the victims gone: allocate
             // has placed other jobs since this one was first admitted.
             if self.admission(job, leaf, &request).is_err() {
                 continue;
             }
+            if let Some(nodes) = freed_since.as_mut()
+                && !terms
+            {
+                let fits_somewhere = nodes.iter().any(|&n| {
+                    pending.iter().any(|&p| {
+                        self.state
+                            .fits_now(n, &self.snapshot.pods[p], plan.strategy)
+                    })
+                });
+                nodes.clear();
+                if !fits_somewhere {
+                    continue;
+                }
+            }
             let Some(slots) = try_place_gang(self.state, self.snapshot, pending, &plan) else {
+                freed_since = Some(Vec::new());
                 continue;
             };
             let (slots, needed) = self.keep_unneeded(job, leaf, pending, &plan, slots, released);

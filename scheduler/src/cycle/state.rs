@@ -206,6 +206,20 @@ impl<'s> ClusterState<'s> {
         self.soft_taints
     }
 
+    /// Whether the cycle follows inter-pod terms (some pod has affinity or anti-affinity
+    /// terms): then a pod leaving one node can open others in its topology domain.
+    pub fn tracks_inter_pod_terms(&self) -> bool {
+        self.residents.is_some()
+    }
+
+    /// Whether a pod could go on a node as it is now: schedulable, passing every filter, with
+    /// room (the gang's own placement rules aside).
+    pub fn fits_now(&self, node: usize, pod: &Pod, strategy: Strategy) -> bool {
+        self.schedulable(node)
+            && self.admits(node, pod)
+            && self.devices_on_candidate(node, pod, strategy).is_some()
+    }
+
     /// Whether a pod passes every filter that does not depend on what is free on the node.
     pub fn admits(&self, node: usize, pod: &Pod) -> bool {
         filters::misfit(&self.meta[node], pod).is_none()
