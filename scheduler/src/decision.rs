@@ -327,7 +327,7 @@ impl fmt::Display for Reason {
                 };
                 write!(
                     f,
-                    "only {have} of {whose} sub-groups can start (each has fewer pods than its minMember); its minSubGroup is {need}"
+                    "only {have} of {whose} sub-groups have the pods their minimums need; its minSubGroup is {need}"
                 )
             }
             Reason::UnknownSubGroup { subgroup, group } => write!(
