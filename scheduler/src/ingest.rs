@@ -40,7 +40,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cluster::{PodGroup, Snapshot, SubGroup, Time};
+use crate::cluster::{PodGroup, SUBGROUP_LABEL, Snapshot, SubGroup, Time};
 use objects::PodRead;
 
 /// The annotation that makes a pod use a fraction of one GPU device (KAI's name).
@@ -957,6 +957,12 @@ fn group_by_owner(
         pod.priority_label = g.priority_label.clone().or(pod.priority_label.take());
         pod.preemptibility = g.preemptibility.or(pod.preemptibility);
         pod.group = Some(g.name.clone());
+        // KAI's pod-grouper labels the pod with the sub-group it found for it, over any label
+        // the pod had (`pod_controller.go: assignPodToGroupAndSubGroup`).
+        if let Some(subgroup) = &g.subgroup {
+            pod.labels
+                .insert(SUBGROUP_LABEL.to_string(), subgroup.clone());
+        }
         let key = (pod.namespace.clone(), g.name.clone());
         let at = *index.entry(key.clone()).or_insert_with(|| {
             snapshot.groups.push(g.group.clone());

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::objects::{PREEMPTIBILITY_LABEL, PRIORITY_LABEL};
-use crate::cluster::PodGroup;
+use crate::cluster::{PodGroup, SubGroup};
 
 /// KAI's annotation on a batch Job (and JobSet) that sets the group's minimum.
 pub const MIN_MEMBER_ANNOTATION: &str = "kai.scheduler/batch-min-member";
@@ -31,6 +31,9 @@ pub struct Owner {
     parent: Option<OwnerRef>,
     /// The gang size its kind gives, or why it could not be read.
     min_member: Option<Result<u32, String>>,
+    /// The sub-groups its kind gives (a JobSet's replicated jobs and their replicas) with the
+    /// group's `minSubGroup`, or why they could not be read.
+    sub_groups: Option<Result<(Vec<SubGroup>, u32), String>>,
     /// Whether a pod was grouped under it (objects that own no pod get the old skip note).
     pub used: bool,
 }
@@ -73,6 +76,9 @@ pub fn owner(kind: &str, value: &Value) -> Owner {
         labels: string_map(meta.and_then(|m| m.get("labels"))),
         parent: controller(meta),
         min_member: min_member(kind, value, &annotations),
+        sub_groups: (kind == "JobSet")
+            .then(|| jobset_sub_groups(value, &annotations))
+            .flatten(),
         annotations,
         used: false,
     }
@@ -183,6 +189,106 @@ fn min_member(
     }
 }
 
+/// A JobSet's sub-groups as KAI's `jobset_grouper.go: buildSubGroups` makes them: each
+/// replicated job groups its replicas (`minSubGroup`: all of them), each replica
+/// (`<job>-replica-<index>`) needs its template's `parallelism` pods (or the template's
+/// `kai.scheduler/batch-min-member`); the group needs every replicated job, one with
+/// `startupPolicyOrder: InOrder` (the controller starts them one by one), or the JobSet's own
+/// `kai.scheduler/batch-min-member` when smaller (`computePodGroupMinSubGroup`). `None` when
+/// the JobSet has no replicated jobs.
+fn jobset_sub_groups(
+    v: &Value,
+    annotations: &BTreeMap<String, String>,
+) -> Option<Result<(Vec<SubGroup>, u32), String>> {
+    let jobs = path(v, &["spec", "replicatedJobs"])?.as_array()?;
+    if jobs.is_empty() {
+        return None;
+    }
+    let count = |text: &str, what: &str| -> Result<u32, String> {
+        match text.parse::<i64>() {
+            Ok(n) if n >= 1 => u32::try_from(n).map_err(|_| format!("{what} is {n}")),
+            _ => Err(format!("{what}: `{text}` is not a number of 1 or more")),
+        }
+    };
+    let mut subs = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let Some(name) = job
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        else {
+            return Some(Err(format!("spec.replicatedJobs[{i}] has no name")));
+        };
+        let replicas = int(job.get("replicas")).unwrap_or(1);
+        let Ok(replicas) = u32::try_from(replicas) else {
+            return Some(Err(format!(
+                "spec.replicatedJobs[{i}].replicas is {replicas}"
+            )));
+        };
+        let min = match path(
+            job,
+            &["template", "metadata", "annotations", MIN_MEMBER_ANNOTATION],
+        )
+        .and_then(Value::as_str)
+        {
+            Some(text) => match count(
+                text,
+                &format!("spec.replicatedJobs[{i}].template annotation {MIN_MEMBER_ANNOTATION}"),
+            ) {
+                Ok(n) => n,
+                Err(why) => return Some(Err(why)),
+            },
+            None => {
+                let p = int(path(job, &["template", "spec", "parallelism"])).unwrap_or(1);
+                match u32::try_from(p) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        return Some(Err(format!(
+                            "spec.replicatedJobs[{i}].template.spec.parallelism is {p}"
+                        )));
+                    }
+                }
+            }
+        };
+        subs.push(SubGroup {
+            name: name.to_string(),
+            min_sub_group: Some(replicas),
+            ..SubGroup::default()
+        });
+        for r in 0..replicas {
+            subs.push(SubGroup {
+                name: format!("{name}-replica-{r}"),
+                parent: Some(name.to_string()),
+                min_member: Some(min),
+                ..SubGroup::default()
+            });
+        }
+    }
+    let all = jobs.len() as u32;
+    let min_sub_group = match annotations.get(MIN_MEMBER_ANNOTATION) {
+        Some(text) => match count(text, &format!("annotation {MIN_MEMBER_ANNOTATION}")) {
+            Ok(n) => n.min(all),
+            Err(why) => return Some(Err(why)),
+        },
+        None if path(v, &["spec", "startupPolicy", "startupPolicyOrder"])
+            .and_then(Value::as_str)
+            == Some("InOrder") =>
+        {
+            1
+        }
+        None => all,
+    };
+    Some(Ok((subs, min_sub_group)))
+}
+
+/// The sub-group KAI's JobSet grouper puts a pod in (`assignPodToSubGroup`): from the labels
+/// the JobSet controller sets on it.
+fn jobset_replica(pod_labels: &BTreeMap<String, String>) -> Option<String> {
+    let job = pod_labels.get("jobset.sigs.k8s.io/replicatedjob-name")?;
+    let index = pod_labels.get("jobset.sigs.k8s.io/job-index")?;
+    Some(format!("{job}-replica-{index}"))
+}
+
 /// Kinds whose pods KAI gangs: without the owner object in the file, the pods present stand in.
 const GANG_KINDS: [&str; 9] = [
     "PyTorchJob",
@@ -219,6 +325,8 @@ pub struct Grouping {
     pub note: Option<String>,
     /// Whether its size is the number of its pods in the file (owner missing).
     pub count_pods: bool,
+    /// The sub-group the pod belongs to, when the group has sub-groups made for its kind.
+    pub subgroup: Option<String>,
 }
 
 impl Owners {
@@ -309,6 +417,28 @@ impl Owners {
             }
             None => 1,
         };
+        // A JobSet read whole: its replicated jobs and replicas are sub-groups, as KAI makes them.
+        let (sub_groups, min_sub_group, subgroup) = match found.and_then(|o| o.sub_groups.clone()) {
+            Some(Ok((subs, min_sub))) => match jobset_replica(pod_labels) {
+                Some(replica) => (subs, Some(min_sub), Some(replica)),
+                None => {
+                    note = Some(format!(
+                        "{kind} {namespace}/{}: pod {pod_name} lacks the labels jobset.sigs.k8s.io/replicatedjob-name and job-index, so it is in no replica: it is not scheduled",
+                        top.name
+                    ));
+                    (subs, Some(min_sub), None)
+                }
+            },
+            Some(Err(why)) => {
+                note = Some(format!(
+                    "{kind} {namespace}/{}: {why}; its pods are grouped as one gang of its replicated jobs' pods",
+                    top.name
+                ));
+                (Vec::new(), None, None)
+            }
+            None => (Vec::new(), None, None),
+        };
+        let min = if sub_groups.is_empty() { min } else { 0 };
         let annotations = found.map(|o| &o.annotations);
         let annotation = |key: &str| {
             annotations
@@ -324,6 +454,8 @@ impl Owners {
                 topology_required: annotation("kai.scheduler/topology-required-placement"),
                 topology_preferred: annotation("kai.scheduler/topology-preferred-placement"),
                 kind_priority: Some(if per_pod { "inference" } else { "train" }.to_string()),
+                sub_groups,
+                min_sub_group,
                 ..Default::default()
             },
             name,
@@ -336,6 +468,7 @@ impl Owners {
             },
             note,
             count_pods,
+            subgroup,
         }
     }
 }
