@@ -282,14 +282,23 @@ impl Context<'_> {
     /// Why a job cannot start whatever the room: too few pods for its minimum, or for a
     /// sub-group's (KAI's `IsReadyForScheduling`).
     fn cannot_start(&self, job: usize) -> Option<Reason> {
+        self.incomplete(job, false)
+    }
+
+    /// [`Self::cannot_start`], or with `member`, for a job that started: the sub-group its
+    /// waiting pods are in that has too few pods.
+    fn incomplete(&self, job: usize, member: bool) -> Option<Reason> {
         let j = &self.jobs[job];
         match &j.gang {
-            Some(gang) => gang.unready().map(|u| Reason::SubGroupIncomplete {
-                subgroup: u.subgroup,
-                have: u.have,
-                need: u.need,
-                pods: u.pods,
-            }),
+            Some(gang) => gang
+                .unready()
+                .or_else(|| member.then(|| gang.short_member()).flatten())
+                .map(|u| Reason::SubGroupIncomplete {
+                    subgroup: u.subgroup,
+                    have: u.have,
+                    need: u.need,
+                    pods: u.pods,
+                }),
             None => ((j.pods.len() as u32) < j.min_member).then_some(Reason::GangIncomplete {
                 pods: j.pods.len() as u32,
                 min_member: j.min_member,
@@ -372,10 +381,12 @@ impl Context<'_> {
         let core = self.gang_core(job);
         if core.is_empty() {
             let j = &self.jobs[job];
-            return Err(self.cannot_start(job).unwrap_or(Reason::GangIncomplete {
-                pods: j.pods.len() as u32,
-                min_member: j.min_member,
-            }));
+            return Err(self
+                .incomplete(job, true)
+                .unwrap_or(Reason::GangIncomplete {
+                    pods: j.pods.len() as u32,
+                    min_member: j.min_member,
+                }));
         }
         match self.place(job, leaf, &core) {
             Err(Reason::NoNodeFits { .. } | Reason::NoTopologyDomain { .. })

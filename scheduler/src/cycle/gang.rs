@@ -336,6 +336,15 @@ impl Gang {
         self.unready_at(0)
     }
 
+    /// The first pod-holding sub-group with fewer pods than its minimum, ready or not the
+    /// group: why its pods wait once the rest of the group runs without it.
+    pub fn short_member(&self) -> Option<Unready> {
+        (0..self.members.len()).find_map(|m| match &self.members[m].kind {
+            Kind::Pods { .. } => self.unready_at(m),
+            Kind::Set { .. } => None,
+        })
+    }
+
     fn has_enough(&self, m: usize) -> bool {
         self.unready_at(m).is_none()
     }
@@ -587,6 +596,17 @@ mod tests {
         let pods = [("r0", true), ("r1", false), ("r2", false)];
         let (g, s, _) = gang(Some(1), subs, &pods);
         assert_eq!(g.next_pods(&s), [2]);
+        // The group can start; r1 is what its waiting pod lacks.
+        assert_eq!(g.unready(), None);
+        assert_eq!(
+            g.short_member(),
+            Some(Unready {
+                subgroup: "r1".into(),
+                have: 1,
+                need: 2,
+                pods: true
+            })
+        );
     }
 
     #[test]
