@@ -330,6 +330,10 @@ impl Context<'_> {
                     return None;
                 }
                 if let Some(gang) = &self.jobs[v].gang {
+                    // A job placed into in this cycle is growing: nobody's victim now.
+                    if self.growing(v) {
+                        return None;
+                    }
                     let pods = gang.victim_pods(self, protected, &newest);
                     if pods.is_empty() {
                         return None;
