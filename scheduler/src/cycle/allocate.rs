@@ -48,6 +48,9 @@ pub(crate) struct Context<'a> {
     /// Pods being deleted that held a node when the cycle began, which pending pods may be
     /// pipelined onto.
     pub releasing: Vec<usize>,
+    /// Per job: whether pods of it that were pending have been placed in this cycle (bound
+    /// or nominated; such placements are never taken back).
+    pub grown: Vec<bool>,
 }
 
 impl PodState for Context<'_> {
@@ -480,6 +483,9 @@ impl Context<'_> {
             1,
         );
         for (p, slot) in slots {
+            if self.snapshot.pods[p].node.is_none() {
+                self.grown[job] = true;
+            }
             let pod = self.snapshot.pods[p].key();
             let node = self.snapshot.nodes[slot.node].name.clone();
             self.decisions.push(if nominate {

@@ -272,10 +272,7 @@ impl Context<'_> {
     /// Whether a job got pods placed in this cycle: it is growing, so it is nobody's victim now
     /// (evicting its older pods would leave the new ones as a partial gang).
     pub(crate) fn growing(&self, job: usize) -> bool {
-        self.jobs[job]
-            .pods
-            .iter()
-            .any(|&p| self.slots[p].is_some() && self.snapshot.pods[p].node.is_none())
+        self.grown[job]
     }
 
     /// When a job's min-runtime protection ends, if it has not yet: counted from when the job

@@ -218,6 +218,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         dry_run: None,
         place: actions.allocate,
         releasing,
+        grown: vec![false; jobs.len()],
     };
     let mut unplaced = ctx.allocate();
     lap("allocate");
