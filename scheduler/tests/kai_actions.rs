@@ -15,7 +15,8 @@ use kai_policy_compiler::model::{
 };
 use kai_policy_compiler::quantity::Duration;
 use kai_scheduler::cluster::{
-    Amounts, Node, NodeSelectorTerm, Operator, Pod, PodGroup, Requirement, Snapshot, Time,
+    Amounts, Node, NodeSelectorTerm, Operator, Pod, PodGroup, Requirement, SUBGROUP_LABEL,
+    Snapshot, SubGroup, Time,
 };
 use kai_scheduler::cycle::{self, Actions, Cycle, GPU_MEMORY_LABEL};
 use kai_scheduler::decision::{Decision, EvictReason};
@@ -190,8 +191,28 @@ struct KaiJob {
     /// `RootSubGroupSet: jobs_fake.DefaultSubGroup(n)`; absent: every task.
     #[serde(default)]
     min_available: Option<u32>,
+    /// The test's `RootSubGroupSet` tree, as our PodGroup's `spec.subGroups` (the converter
+    /// names each sub-group's parent and adds `jobs_fake.BuildJobInfo`'s `default` pod set).
+    #[serde(default)]
+    sub_groups: Vec<KaiSubGroup>,
+    /// The root's `SetMinSubGroup`.
+    #[serde(default)]
+    min_sub_group: Option<u32>,
     #[serde(default)]
     tasks: Vec<KaiTask>,
+}
+
+/// One sub-group of a job's tree.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiSubGroup {
+    name: String,
+    #[serde(default)]
+    parent: Option<String>,
+    #[serde(default)]
+    min_member: Option<u32>,
+    #[serde(default)]
+    min_sub_group: Option<u32>,
 }
 
 /// `tasks_fake.TestTaskBasic`.
@@ -213,6 +234,9 @@ struct KaiTask {
     required_gpus: Option<i64>,
     #[serde(default)]
     required_mig_instances: BTreeMap<String, i64>,
+    /// The pod set the task is in (`kai.scheduler/subgroup-name`).
+    #[serde(default)]
+    sub_group_name: Option<String>,
 }
 
 /// `test_utils.TestExpectedResultBasic` (the fields compared).
@@ -600,6 +624,9 @@ fn snapshot(
                 terminating,
                 ..Pod::default()
             };
+            if let Some(sub) = task.sub_group_name.as_ref().filter(|s| !s.is_empty()) {
+                pod.labels.insert(SUBGROUP_LABEL.to_string(), sub.clone());
+            }
             if !task.node_affinity_names.is_empty() {
                 pod.constraints.required_terms = vec![NodeSelectorTerm {
                     expressions: vec![Requirement {
@@ -636,6 +663,18 @@ fn snapshot(
             stale_since: job.stale_duration.map(|s| NOW - s as u64),
             preemption_delay: job.preemption_delay.map(|s| s as u64),
             succeeded,
+            sub_groups: job
+                .sub_groups
+                .iter()
+                .map(|s| SubGroup {
+                    name: s.name.clone(),
+                    parent: s.parent.clone(),
+                    min_member: s.min_member,
+                    min_sub_group: s.min_sub_group,
+                    ..SubGroup::default()
+                })
+                .collect(),
+            min_sub_group: job.min_sub_group,
             ..PodGroup::default()
         });
     }

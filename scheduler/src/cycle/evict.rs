@@ -201,9 +201,13 @@ impl Context<'_> {
             .copied()
             .filter(|&v| v != job)
             .filter(|&v| self.jobs[v].preemptible && self.jobs[v].priority < priority)
-            .filter(|&v| self.is_running(v) && !self.growing(v))
+            .filter(|&v| self.is_running(v))
             .filter_map(|v| {
-                let protected = honour_min_runtime && self.protected_until(v, min).is_some();
+                // A job that grew in this cycle, like one inside its min-runtime, only gives
+                // pods above its minimum (KAI has no such rule: its victims may be pods it just
+                // placed; ours are only running ones).
+                let protected = (honour_min_runtime && self.protected_until(v, min).is_some())
+                    || self.growing(v);
                 (!protected || self.is_elastic(v)).then_some((v, protected))
             })
             .collect()
@@ -327,12 +331,10 @@ impl Context<'_> {
                     return None;
                 }
                 if let Some(gang) = &self.jobs[v].gang {
-                    // A job placed into in this cycle is growing: nobody's victim now.
-                    if self.growing(v) {
-                        return None;
-                    }
                     let pods = gang.victim_pods(self, protected, &newest);
-                    if pods.is_empty() {
+                    // Pods placed in this cycle are not evicted: a unit that holds one is not
+                    // taken (only a grown job has them, and it gives surplus only).
+                    if pods.is_empty() || !pods.iter().all(|&p| self.runs(p)) {
                         return None;
                     }
                     units.push((v, pods));

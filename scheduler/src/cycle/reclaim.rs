@@ -300,14 +300,17 @@ impl Context<'_> {
     ) -> Option<(usize, Vec<usize>)> {
         // Whether a job may be a victim, and whether its min-runtime protects its minimum.
         let eligible = |v: usize| -> Option<bool> {
-            if self.growing(v) || !self.is_running(v) {
+            if !self.is_running(v) {
                 return None;
             }
-            let protected = self.protected_until(v, min).is_some();
-            if protected && !self.is_elastic(v) && honour_min_runtime {
+            // A job that grew in this cycle gives only pods above its minimum, as one inside
+            // its min-runtime does.
+            let protected =
+                self.protected_until(v, min).is_some() && honour_min_runtime || self.growing(v);
+            if protected && !self.is_elastic(v) {
                 return None;
             }
-            Some(protected && honour_min_runtime)
+            Some(protected)
         };
         if !jobs.elastic {
             let v = jobs.jobs.iter().copied().find(|&v| eligible(v).is_some())?;

@@ -367,7 +367,91 @@ def call(name, args):
         return args[0] if args else None
     if name == "jobs_fake.DefaultSubGroup":
         return {"__default_sub_group__": args[0]}
+    nil = lambda a: None if a == "nil" else a  # noqa: E731 (Go's nil arrives as a bare name)
+    if name == "subgroup_info.NewSubGroupSet":
+        return SubGroupSet(args[0], nil(args[1]) if len(args) > 1 else None)
+    if name == "subgroup_info.NewPodSet":
+        return PodSet(args[0], args[1], nil(args[2]) if len(args) > 2 else None)
     return Call(name, args)
+
+
+class SubGroupSet:
+    """KAI's `subgroup_info.SubGroupSet`, as a test builds it."""
+    def __init__(self, name, topology):
+        self.name, self.topology, self.min_sub_group = name, topology, None
+        self.children = []
+
+
+class PodSet:
+    """KAI's `subgroup_info.PodSet`, as a test builds it."""
+    def __init__(self, name, min_available, topology):
+        self.name, self.topology, self.min_available = name, topology, min_available
+
+
+def evaluate_builder(raw):
+    """Runs a test's `func() *subgroup_info.SubGroupSet { ... }()` body: assignments of
+    `subgroup_info.NewSubGroupSet` / `NewPodSet`, `AddPodSet`, `AddSubGroup`, `SetMinSubGroup`
+    and `return`; anything else is a case the converter cannot read."""
+    body = raw[raw.index("{") + 1:raw.rindex("}")]
+    env = {}
+
+    def value(text):
+        text = text.strip()
+        if re.fullmatch(r"\w+", text) and text in env:
+            return env[text]
+        return Parser(tokens(text), text).expr()
+
+    for line in body.splitlines():
+        line = line.split("//")[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"(\w+)\s*:=\s*(.+)", line)
+        if m:
+            env[m.group(1)] = value(m.group(2))
+            continue
+        m = re.fullmatch(r"(\w+)\.(AddPodSet|AddSubGroup|SetMinSubGroup)\((.*)\)", line)
+        if m and isinstance(env.get(m.group(1)), SubGroupSet):
+            target, arg = env[m.group(1)], value(m.group(3))
+            if m.group(2) == "SetMinSubGroup":
+                target.min_sub_group = arg
+            else:
+                target.children.append(arg)
+            continue
+        m = re.fullmatch(r"return (\w+)", line)
+        if m and isinstance(env.get(m.group(1)), SubGroupSet):
+            return env[m.group(1)]
+        raise Cannot(f"a sub-group builder line the converter does not read: {line[:70]}")
+    raise Cannot("a sub-group builder without a return")
+
+
+def sub_groups_of(root, job_name):
+    """A built tree as our PodGroup's `spec.subGroups` (parents named) and `minSubGroup`."""
+    out = []
+
+    def walk(node, parent):
+        for child in node.children:
+            if child.topology is not None:
+                raise Cannot(f"job {job_name}: sub-group {child.name} has a topology constraint, "
+                             f"which our sub-groups do not honour yet")
+            entry = {"Name": child.name}
+            if parent:
+                entry["Parent"] = parent
+            if isinstance(child, PodSet):
+                entry["MinMember"] = child.min_available
+            elif isinstance(child, SubGroupSet):
+                if child.min_sub_group is not None:
+                    entry["MinSubGroup"] = child.min_sub_group
+                out.append(entry)
+                walk(child, child.name)
+                continue
+            else:
+                raise Cannot(f"job {job_name}: a sub-group member the converter does not read")
+            out.append(entry)
+
+    if root.topology is not None:
+        raise Cannot(f"job {job_name}: the root sub-group has a topology constraint")
+    walk(root, None)
+    return out, root.min_sub_group
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,9 +463,9 @@ JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "
               "RequiredCPUsPerTask", "RequiredMemoryPerTask", "RequiredGpuMemory",
               "RequiredMultiFractionDevicesPerTask", "Tasks", "JobAgeInMinutes",
               "IsBestEffortJob", "PreemptionDelay", "StaleDuration", "PerJobStalenessGracePeriod",
-              "MinAvailable"}
+              "MinAvailable", "SubGroups", "MinSubGroup"}
 TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
-               "RequiredMigInstances"}
+               "RequiredMigInstances", "SubGroupName"}
 NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
                "MigStrategy", "MigInstances", "GPUName"}
 QUEUE_FIELDS = {"Name", "Priority", "DeservedGPUs", "DeservedCPUs", "DeservedMemory",
@@ -447,6 +531,17 @@ def job(lit):
         rs = lit.pop("RootSubGroupSet")
         if isinstance(rs, dict) and "__default_sub_group__" in rs:
             lit["MinAvailable"] = rs["__default_sub_group__"]
+        elif isinstance(rs, Raw) and rs.startswith("func()"):
+            root = evaluate_builder(rs)
+            subs, min_sub = sub_groups_of(root, lit.get("Name"))
+            names = {sg["Name"] for sg in subs}
+            # jobs_fake.BuildJobInfo: tasks without a sub-group go to a `default` pod set of
+            # every task of the job, added to the root when the test did not make one.
+            if any(not t.get("SubGroupName") for t in lit.get("Tasks", [])) and "default" not in names:
+                subs.append({"Name": "default", "MinMember": len(lit.get("Tasks", []))})
+            lit["SubGroups"] = subs
+            if min_sub is not None:
+                lit["MinSubGroup"] = min_sub
         else:
             raise Cannot(f"job {lit.get('Name')} has sub-groups or a topology constraint "
                          f"(RootSubGroupSet {str(rs).splitlines()[0][:70]}...): our gangs have "
@@ -469,7 +564,9 @@ def job(lit):
     tasks = []
     for t in lit.get("Tasks", []):
         t = dict(t)
-        for k in ("SubGroupName", "Priority", "Annotations", "PodAffinityLabels",
+        if t.get("SubGroupName") and "SubGroups" not in lit:
+            raise Cannot(f"a task of job {lit.get('Name')} names a sub-group of a job without any")
+        for k in ("Priority", "Annotations", "PodAffinityLabels",
                   "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "ResourceClaimNames",
                   "ResourceClaimTemplates", "PersistentVolumeClaimNames", "IsLegacyMigTask"):
             if t.get(k):
