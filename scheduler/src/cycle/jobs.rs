@@ -106,12 +106,18 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                     .min()
                     .unwrap_or(0),
             };
-            let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = all.into_iter().partition(|&p| {
-                snapshot.pods[p]
+            let off_snapshot = |p: &usize| {
+                snapshot.pods[*p]
                     .node
                     .as_deref()
                     .is_some_and(|n| !nodes.contains(n))
-            });
+            };
+            // Almost every job has all its pods on known nodes: no second vector then.
+            let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = if all.iter().any(off_snapshot) {
+                all.into_iter().partition(off_snapshot)
+            } else {
+                (Vec::new(), all)
+            };
             let (gang, stray) =
                 match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
                     Some((gang, stray)) => (Some(Box::new(gang)), stray),
@@ -123,7 +129,9 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 .into_iter()
                 .filter(|&(p, _)| snapshot.pods[p].node.is_none())
                 .collect();
-            pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
+            if !stray.is_empty() {
+                pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
+            }
             let min_member = group.map_or(1, |g| g.min_member);
             // KAI's rule where the class is not declared: below 100 is preemptible; the group's
             // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
@@ -139,7 +147,7 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 queue,
                 priority,
                 preemptible,
-                unknown_priority_class: class.filter(|_| declared.is_none()),
+                unknown_priority_class: class.filter(|_| declared.is_none()).map(str::to_string),
                 created,
                 namespace: namespace.to_string(),
                 pods,
@@ -164,28 +172,28 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
 /// default class, then the kind's default (`inference` for Deployments) and `train` when
 /// declared. An undeclared `spec.priorityClassName` is kept (and reported): Kubernetes only
 /// admits pods whose class exists, so the policy is missing it.
-fn priority_class<'p>(
-    policy: &'p Policy,
-    group: Option<&PodGroup>,
-    first: &Pod,
+fn priority_class<'a>(
+    policy: &'a Policy,
+    group: Option<&'a PodGroup>,
+    first: &'a Pod,
     queue: &Result<usize, Reason>,
-) -> (Option<String>, Option<&'p PriorityClass>) {
+) -> (Option<&'a str>, Option<&'a PriorityClass>) {
     let declared = |c: &str| policy.priority_class(c).is_some();
     let explicit = group.is_some_and(|g| g.kind_priority.is_none());
     let class = group
-        .and_then(|g| g.priority_class.clone())
+        .and_then(|g| g.priority_class.as_deref())
         .or_else(|| {
             first
                 .priority_label
-                .clone()
+                .as_deref()
                 .filter(|c| !explicit && declared(c))
         })
-        .or_else(|| first.priority_class.clone())
+        .or(first.priority_class.as_deref())
         .or_else(|| {
             queue
                 .as_ref()
                 .ok()
-                .and_then(|&q| policy.queues[q].default_priority_class.clone())
+                .and_then(|&q| policy.queues[q].default_priority_class.as_deref())
         })
         .or_else(|| {
             let kind = group.and_then(|g| g.kind_priority.as_deref());
@@ -193,9 +201,8 @@ fn priority_class<'p>(
                 .into_iter()
                 .flatten()
                 .find(|c| declared(c))
-                .map(str::to_string)
         });
-    let declaration = class.as_deref().and_then(|c| policy.priority_class(c));
+    let declaration = class.and_then(|c| policy.priority_class(c));
     (class, declaration)
 }
 
