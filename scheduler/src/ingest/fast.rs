@@ -107,7 +107,7 @@ pub fn yaml<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), Giv
                 loop {
                     let key = match next()?.ok_or(GiveUp)? {
                         Event::MappingEnd => break,
-                        Event::Scalar(key, ..) => key.into_owned(),
+                        Event::Scalar(key, style, ..) => map_key(&key, style)?,
                         _ => return Err(GiveUp),
                     };
                     if !keys.insert(key.clone()) {
@@ -210,7 +210,7 @@ fn build(events: &[Event<'_>], i: &mut usize, depth: usize) -> Result<Value, Giv
                         *i += 1;
                         return Ok(Value::Object(map));
                     }
-                    Event::Scalar(key, ..) => key.to_string(),
+                    Event::Scalar(key, style, ..) => map_key(key, *style)?,
                     _ => return Err(GiveUp),
                 };
                 *i += 1;
@@ -220,6 +220,16 @@ fn build(events: &[Event<'_>], i: &mut usize, depth: usize) -> Result<Value, Giv
                 }
             }
         }
+        _ => Err(GiveUp),
+    }
+}
+
+/// A mapping key: a plain key that reads as null, a boolean or a number gives up, so that the
+/// whole-file reader decides what it means (it refuses a null key, as a Kubernetes object
+/// never has one).
+fn map_key(text: &str, style: ScalarStyle) -> Result<String, GiveUp> {
+    match scalar(text, style)? {
+        Value::String(s) => Ok(s),
         _ => Err(GiveUp),
     }
 }
