@@ -911,14 +911,6 @@ fn sub_groups(
             }
         }
     }
-    for s in &out {
-        if s.topology_required.is_some() || s.topology_preferred.is_some() {
-            notes.push(format!(
-                "{label}: sub-group {}'s topologyConstraint is not honoured yet: the group's own constraint applies to all its pods (docs/scheduler.md, Sub-groups)",
-                s.name
-            ));
-        }
-    }
     Ok((out, min_sub_group))
 }
 

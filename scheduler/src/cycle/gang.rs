@@ -32,6 +32,22 @@ struct Member {
     /// The sub-group's name (empty for the group itself).
     name: String,
     kind: Kind,
+    /// The member it belongs to (`None` for the group itself).
+    parent: Option<usize>,
+    /// Its `topologyConstraint`: the node label its pods must share, and the one they should.
+    required: Option<String>,
+    preferred: Option<String>,
+}
+
+/// Pods of a gang that are placed together under one sub-group's topology constraint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part<'g> {
+    /// The node label all these pods must share.
+    pub required: Option<&'g str>,
+    /// The node label they should share.
+    pub preferred: Option<&'g str>,
+    /// The pods, in the order given.
+    pub pods: Vec<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +115,9 @@ impl Gang {
                 children: Vec::new(),
                 min: group.min_sub_group,
             },
+            parent: None,
+            required: None,
+            preferred: None,
         }];
         let mut index = std::collections::HashMap::new();
         for sets in [true, false] {
@@ -118,6 +137,9 @@ impl Gang {
                             elsewhere: 0,
                         }
                     },
+                    parent: None,
+                    required: s.topology_required.clone(),
+                    preferred: s.topology_preferred.clone(),
                 });
             }
         }
@@ -133,6 +155,7 @@ impl Gang {
                 if let Kind::Set { children, .. } = &mut members[parent].kind {
                     children.push(me);
                 }
+                members[me].parent = Some(parent);
             }
         }
         let mut stray = Vec::new();
@@ -162,6 +185,58 @@ impl Gang {
             sort(p, true);
         }
         Some((Gang { members }, stray))
+    }
+
+    /// The pods, split by the sub-group topology constraint that holds them: for each pod, the
+    /// nearest sub-group (its own, then the ones above it, the group itself not included) with
+    /// a constraint. Constrained parts come first, in member order; pods under no constraint
+    /// last. `None` when no sub-group has a constraint.
+    pub fn parts(&self, pods: &[usize]) -> Option<Vec<Part<'_>>> {
+        if self
+            .members
+            .iter()
+            .all(|m| m.required.is_none() && m.preferred.is_none())
+        {
+            return None;
+        }
+        let holder = |pod: usize| -> Option<usize> {
+            let mut at = self.members.iter().position(|m| match &m.kind {
+                Kind::Pods { pods, .. } => pods.contains(&pod),
+                Kind::Set { .. } => false,
+            });
+            while let Some(m) = at.filter(|&m| m != 0) {
+                let member = &self.members[m];
+                if member.required.is_some() || member.preferred.is_some() {
+                    return Some(m);
+                }
+                at = member.parent;
+            }
+            None
+        };
+        let mut by_member: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        let mut free = Vec::new();
+        for &p in pods {
+            match holder(p) {
+                Some(m) => by_member.entry(m).or_default().push(p),
+                None => free.push(p),
+            }
+        }
+        let mut parts: Vec<Part> = by_member
+            .into_iter()
+            .map(|(m, pods)| Part {
+                required: self.members[m].required.as_deref(),
+                preferred: self.members[m].preferred.as_deref(),
+                pods,
+            })
+            .collect();
+        if !free.is_empty() {
+            parts.push(Part {
+                required: None,
+                preferred: None,
+                pods: free,
+            });
+        }
+        Some(parts)
     }
 
     /// The sum of the pod sets' minimums (how stale-gang messages state the gang's minimum).

@@ -7,6 +7,7 @@ use kai_policy_compiler::model::{Policy, Strategy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::filters;
+use super::gang::{Gang, Part};
 use super::jobs::Job;
 use super::state::{ClusterState, Shortage, Slot};
 use crate::cluster::{Pod, Snapshot};
@@ -23,6 +24,9 @@ pub struct Plan<'p> {
     pub required: Option<&'p str>,
     /// Node label whose value the gang should share.
     pub preferred: Option<&'p str>,
+    /// The job's sub-groups, whose own topology constraints hold their pods together inside
+    /// the gang's domain.
+    pub gang: Option<&'p Gang>,
 }
 
 impl<'p> Plan<'p> {
@@ -38,6 +42,7 @@ impl<'p> Plan<'p> {
                 max_gpus_per_node: p.max_gpus_per_node,
                 required: p.topology_required.as_deref(),
                 preferred: p.topology_preferred.as_deref(),
+                gang: None,
             },
             None => Plan {
                 strategy: if wants_gpu {
@@ -48,6 +53,7 @@ impl<'p> Plan<'p> {
                 max_gpus_per_node: None,
                 required: None,
                 preferred: None,
+                gang: None,
             },
         }
     }
@@ -62,6 +68,7 @@ impl<'p> Plan<'p> {
             plan.required = job.topology_required.as_deref();
             plan.preferred = job.topology_preferred.as_deref();
         }
+        plan.gang = job.gang.as_deref();
         plan
     }
 }
@@ -103,26 +110,22 @@ fn place(
             p,
         )
     });
+    let parts = plan.gang.and_then(|g| g.parts(pods));
+    let parts = parts.as_deref();
     let Some(label) = plan.required.or(plan.preferred) else {
-        return attempt(state, snapshot, &order, plan, None, explain);
+        return attempt_parts(state, snapshot, &order, parts, plan, None, explain);
     };
-    // Domains of the label, tried fullest first for binpack and emptiest first for spread.
-    let mut domains: BTreeMap<&str, (i64, Vec<usize>)> = BTreeMap::new();
-    for (i, node) in snapshot.nodes.iter().enumerate() {
-        if let (Some(value), true) = (node.labels.get(label), state.schedulable(i)) {
-            let entry = domains.entry(value.as_str()).or_default();
-            entry.0 += state.whole_devices(i) as i64;
-            entry.1.push(i);
-        }
-    }
-    let mut ordered: Vec<(&str, i64)> = domains.iter().map(|(v, (free, _))| (*v, *free)).collect();
-    match plan.strategy {
-        Strategy::Binpack => ordered.sort_by_key(|&(v, free)| (free, v)),
-        Strategy::Spread => ordered.sort_by_key(|&(v, free)| (std::cmp::Reverse(free), v)),
-    }
-    for (value, _) in ordered {
-        let members: HashSet<usize> = domains[value].1.iter().copied().collect();
-        if let Ok(slots) = attempt(state, snapshot, &order, plan, Some(&members), explain) {
+    for nodes in domains(state, snapshot, label, plan.strategy, None) {
+        let members: HashSet<usize> = nodes.into_iter().collect();
+        if let Ok(slots) = attempt_parts(
+            state,
+            snapshot,
+            &order,
+            parts,
+            plan,
+            Some(&members),
+            explain,
+        ) {
             return Ok(slots);
         }
     }
@@ -132,7 +135,98 @@ fn place(
             pods: pods.len() as u32,
         });
     }
-    attempt(state, snapshot, &order, plan, None, explain)
+    attempt_parts(state, snapshot, &order, parts, plan, None, explain)
+}
+
+/// The nodes of each value of a topology label (inside `within`, when given), fullest first for
+/// binpack and emptiest first for spread (each made a set only when it is tried).
+fn domains(
+    state: &ClusterState,
+    snapshot: &Snapshot,
+    label: &str,
+    strategy: Strategy,
+    within: Option<&HashSet<usize>>,
+) -> Vec<Vec<usize>> {
+    let mut domains: BTreeMap<&str, (i64, Vec<usize>)> = BTreeMap::new();
+    for (i, node) in snapshot.nodes.iter().enumerate() {
+        if within.is_some_and(|w| !w.contains(&i)) {
+            continue;
+        }
+        if let (Some(value), true) = (node.labels.get(label), state.schedulable(i)) {
+            let entry = domains.entry(value.as_str()).or_default();
+            entry.0 += state.whole_devices(i) as i64;
+            entry.1.push(i);
+        }
+    }
+    let mut ordered: Vec<(&str, (i64, Vec<usize>))> = domains.into_iter().collect();
+    match strategy {
+        Strategy::Binpack => ordered.sort_by_key(|(v, (free, _))| (*free, *v)),
+        Strategy::Spread => ordered.sort_by_key(|(v, (free, _))| (std::cmp::Reverse(*free), *v)),
+    }
+    ordered.into_iter().map(|(_, (_, nodes))| nodes).collect()
+}
+
+/// One try of the whole gang inside `domain`: at once, or, when sub-groups have their own
+/// topology constraints, part by part, each part in the first domain of its label (inside
+/// `domain`) that holds it; a part that does not fit gives back what the parts before took.
+fn attempt_parts(
+    state: &mut ClusterState,
+    snapshot: &Snapshot,
+    order: &[usize],
+    parts: Option<&[Part]>,
+    plan: &Plan,
+    domain: Option<&HashSet<usize>>,
+    explain: bool,
+) -> Result<Vec<(usize, Slot)>, Reason> {
+    let Some(parts) = parts else {
+        return attempt(state, snapshot, order, plan, domain, explain);
+    };
+    let mut placed: Vec<(usize, Slot)> = Vec::with_capacity(order.len());
+    for part in parts {
+        let part_order: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|p| part.pods.contains(p))
+            .collect();
+        match attempt_part(state, snapshot, &part_order, part, plan, domain, explain) {
+            Ok(slots) => placed.extend(slots),
+            Err(reason) => {
+                for (q, slot) in placed.iter().rev() {
+                    state.release(slot, &snapshot.pods[*q]);
+                }
+                return Err(reason);
+            }
+        }
+    }
+    Ok(placed)
+}
+
+/// One sub-group's pods, inside one domain of its own label (required), or preferably so.
+fn attempt_part(
+    state: &mut ClusterState,
+    snapshot: &Snapshot,
+    order: &[usize],
+    part: &Part,
+    plan: &Plan,
+    outer: Option<&HashSet<usize>>,
+    explain: bool,
+) -> Result<Vec<(usize, Slot)>, Reason> {
+    let Some(label) = part.required.or(part.preferred) else {
+        return attempt(state, snapshot, order, plan, outer, explain);
+    };
+    for nodes in domains(state, snapshot, label, plan.strategy, outer) {
+        let members: HashSet<usize> = nodes.into_iter().collect();
+        if let Ok(slots) = attempt(state, snapshot, order, plan, Some(&members), explain) {
+            return Ok(slots);
+        }
+    }
+    if part.required.is_some() {
+        return Err(Reason::NoTopologyDomain {
+            label: label.to_string(),
+            pods: order.len() as u32,
+        });
+    }
+    attempt(state, snapshot, order, plan, outer, explain)
 }
 
 /// One try, inside a domain or anywhere; on failure everything taken is given back, and the
