@@ -117,7 +117,7 @@ impl Context<'_> {
                 self.pending_decision(j, Reason::UnknownPriorityClass { name: name.clone() });
                 continue;
             }
-            if let Some(reason) = self.cannot_start(j) {
+            if let Some(reason) = self.incomplete(j, false) {
                 self.pending_decision(j, reason);
                 continue;
             }
@@ -283,13 +283,8 @@ impl Context<'_> {
     }
 
     /// Why a job cannot start whatever the room: too few pods for its minimum, or for a
-    /// sub-group's (KAI's `IsReadyForScheduling`).
-    fn cannot_start(&self, job: usize) -> Option<Reason> {
-        self.incomplete(job, false)
-    }
-
-    /// [`Self::cannot_start`], or with `member`, for a job that started: the sub-group its
-    /// waiting pods are in that has too few pods.
+    /// sub-group's (KAI's `IsReadyForScheduling`); with `member`, for a job that started, also
+    /// the sub-group its waiting pods are in that has too few pods.
     fn incomplete(&self, job: usize, member: bool) -> Option<Reason> {
         let j = &self.jobs[job];
         match &j.gang {
