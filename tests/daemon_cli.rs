@@ -968,3 +968,69 @@ fn every_flag_the_chart_passes_to_run_exists() {
         );
     }
 }
+
+#[test]
+fn run_against_a_fake_api_server_writes_kais_stale_mark_on_a_gang_below_its_minimum() {
+    // A gang of two of which one pod runs: stale from the first cycle. KAI keeps the time it
+    // went stale on the PodGroup, so that a restart or a new leader goes on counting from it.
+    let group = json!({
+        "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+        "metadata": { "name": "train", "namespace": "a", "uid": "uid-train",
+                      "resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z" },
+        "spec": { "minMember": 2, "queue": "a" }
+    });
+    let mut running = pending_pod("train-0");
+    running["metadata"]["annotations"] = json!({ "pod-group-name": "train" });
+    running["spec"]["nodeName"] = json!("n1");
+    running["status"] = json!({ "phase": "Running", "startTime": "2026-01-01T00:01:00Z" });
+    let api = FakeApi::start_with_groups(vec![node("n1")], vec![running], vec![group]);
+    let state = api.state.clone();
+    let (dir, repo) = kube_setup(&api);
+    let _daemon = Daemon::spawn(
+        dir.path(),
+        &repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+        ],
+    );
+    let path = "/apis/scheduling.run.ai/v2alpha2/namespaces/a/podgroups/train";
+    eventually("the stale mark is written", || {
+        state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.method == "PATCH" && r.path == path)
+    });
+    let patch = state
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.method == "PATCH" && r.path == path)
+        .unwrap()
+        .body
+        .clone();
+    let mark = patch["metadata"]["annotations"]["kai.scheduler/stale-podgroup-timestamp"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an RFC 3339 time: {patch}"))
+        .to_string();
+    // RFC 3339 in UTC to the second, as KAI writes and parses it (time.RFC3339).
+    let shape: String = mark
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect();
+    assert_eq!(shape, "9999-99-99T99:99:99Z", "{mark}");
+    assert!(
+        mark.as_str() > "2026-01-01T00:01:00Z",
+        "marked at the cycle, not {mark}"
+    );
+    let stored = state.groups.lock().unwrap()[0].clone();
+    assert_eq!(
+        stored["metadata"]["annotations"]["kai.scheduler/stale-podgroup-timestamp"],
+        json!(mark)
+    );
+}

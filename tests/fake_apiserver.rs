@@ -3,7 +3,7 @@
 //!
 //! It serves what the backend reads and writes, no more: list and watch of Nodes, Pods and
 //! PodGroups (and an empty list for any other collection, such as Queues, PriorityClasses and
-//! Namespaces), a pod's `binding` subresource (recorded; the pod is then bound and a `MODIFIED`
+//! Namespaces), a merge patch of a PodGroup (the stale mark), a pod's `binding` subresource (recorded; the pod is then bound and a `MODIFIED`
 //! event goes out on the pod watch, as the API server does), Events, and one coordination Lease.
 //! Anything else (a Queue's status, for one: the fake cluster has no Queue objects) is recorded
 //! and answered 404.
@@ -39,6 +39,7 @@ pub struct Seen {
 pub struct State {
     pub nodes: Mutex<Vec<Value>>,
     pub pods: Mutex<Vec<Value>>,
+    pub groups: Mutex<Vec<Value>>,
     pub lease: Mutex<Option<Value>>,
     /// Every Lease request answers 500 while set.
     pub lease_fails: AtomicBool,
@@ -111,10 +112,16 @@ impl Drop for FakeApi {
 impl FakeApi {
     /// Starts serving `nodes` and `pods`.
     pub fn start(nodes: Vec<Value>, pods: Vec<Value>) -> FakeApi {
+        FakeApi::start_with_groups(nodes, pods, Vec::new())
+    }
+
+    /// Starts serving `nodes`, `pods` and PodGroups.
+    pub fn start_with_groups(nodes: Vec<Value>, pods: Vec<Value>, groups: Vec<Value>) -> FakeApi {
         let (pod_events, _) = broadcast::channel(64);
         let state = Arc::new(State {
             nodes: Mutex::new(nodes),
             pods: Mutex::new(pods),
+            groups: Mutex::new(groups),
             lease: Mutex::new(None),
             lease_fails: AtomicBool::new(false),
             hold_lists: AtomicBool::new(false),
@@ -181,6 +188,26 @@ fn answer(code: u16, body: &Value) -> Response {
         .unwrap()
 }
 
+/// Applies a JSON merge patch (RFC 7386): `null` removes a key, objects merge, the rest
+/// replaces.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let map = target.as_object_mut().unwrap();
+    for (key, value) in patch {
+        if value.is_null() {
+            map.remove(key);
+        } else {
+            merge(map.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
 /// The collections the server lists and watches: path → (apiVersion, list kind).
 fn collection(path: &str) -> Option<(&'static str, &'static str)> {
     Some(match path {
@@ -227,6 +254,7 @@ async fn handle(
         let items = match path.as_str() {
             "/api/v1/nodes" => state.nodes.lock().unwrap().clone(),
             "/api/v1/pods" => state.pods.lock().unwrap().clone(),
+            "/apis/scheduling.run.ai/v2alpha2/podgroups" => state.groups.lock().unwrap().clone(),
             _ => Vec::new(),
         };
         let version = state.next_version();
@@ -235,6 +263,25 @@ async fn handle(
             &json!({ "apiVersion": api_version, "kind": kind,
                      "metadata": { "resourceVersion": version }, "items": items }),
         );
+    }
+
+    // PATCH /apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups/{name}: a JSON merge
+    // patch of the group (the watch is not told; the next list shows it).
+    if method == Method::PATCH
+        && parts.len() == 7
+        && parts[..3] == ["apis", "scheduling.run.ai", "v2alpha2"]
+        && parts[5] == "podgroups"
+    {
+        let mut groups = state.groups.lock().unwrap();
+        let Some(group) = groups
+            .iter_mut()
+            .find(|g| g["metadata"]["namespace"] == parts[4] && g["metadata"]["name"] == parts[6])
+        else {
+            return answer(404, &status(404, "NotFound", "podgroups not found"));
+        };
+        merge(group, &body);
+        group["metadata"]["resourceVersion"] = json!(state.next_version());
+        return answer(200, group);
     }
 
     // /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]

@@ -24,12 +24,15 @@ pub struct Applied<'a> {
     pub allocated: &'a [Amounts],
     /// Its clock.
     pub now: Time,
+    /// Pod groups whose stale mark changed: `(namespace/name, since)`, `None` cleared
+    /// (`CycleResult::stale_marks`).
+    pub stale_marks: &'a [(String, Option<Time>)],
 }
 
 /// One API call a backend made, for the metrics: what it was and what came of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallOutcome {
-    /// `bind`, `evict`, `pod-condition`, `podgroup-status`, `queue-status`, `event`.
+    /// `bind`, `evict`, `pod-condition`, `podgroup-status`, `podgroup-annotation`, `queue-status`, `event`.
     pub call: &'static str,
     /// `done`, `refused`, `gone`, `conflict`, `forbidden`, `failed`, `skipped`.
     pub outcome: &'static str,

@@ -511,6 +511,7 @@ impl LoopState {
             shares: &result.shares,
             allocated: &result.allocated,
             now,
+            stale_marks: &result.stale_marks,
         })?;
         shared.metrics.calls(&calls);
         let acts = backend.acts();

@@ -247,6 +247,8 @@ impl Backend for KubeCluster {
         let Some(runtime) = &self.runtime else {
             return Ok(Vec::new());
         };
+        // The backend's clock is seconds since the epoch: the marks are written as they are.
+        self.backend.mark_stale(cycle.stale_marks);
         let sent =
             runtime.block_on(
                 self.backend
@@ -281,6 +283,7 @@ fn count(sent: &Sent) -> CallOutcome {
         Call::Evict { .. } => "evict",
         Call::PodCondition { .. } => "pod-condition",
         Call::PodGroupStatus { .. } => "podgroup-status",
+        Call::PodGroupAnnotation { .. } => "podgroup-annotation",
         Call::QueueStatus { .. } => "queue-status",
         Call::Event { .. } => "event",
     };

@@ -123,7 +123,7 @@ impl Metrics {
         );
         registry.register(
             "api_calls",
-            "Kubernetes API calls the leader sent, by call (bind, evict, pod-condition, podgroup-status, queue-status, event) and outcome (done, refused, gone, conflict, forbidden, failed, skipped)",
+            "Kubernetes API calls the leader sent, by call (bind, evict, pod-condition, podgroup-status, podgroup-annotation, queue-status, event) and outcome (done, refused, gone, conflict, forbidden, failed, skipped)",
             m.api_calls.clone(),
         );
         // Every counter series exists from the start, at 0, so a rate over it is never missing.

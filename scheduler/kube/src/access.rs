@@ -58,6 +58,9 @@ pub const EVICT: Access = cluster("", "pods/eviction", "create");
 pub const POD_STATUS: Access = cluster("", "pods/status", "patch");
 /// Tell users why a pod waits.
 pub const EVENT: Access = cluster("", "events", "create");
+/// Mark a PodGroup stale, or clear the mark (KAI's `kai.scheduler/stale-podgroup-timestamp`
+/// annotation).
+pub const POD_GROUP_ANNOTATE: Access = cluster("scheduling.run.ai", "podgroups", "patch");
 /// Write a PodGroup's scheduling conditions.
 pub const POD_GROUP_STATUS: Access = cluster("scheduling.run.ai", "podgroups/status", "patch");
 /// Write a Queue's allocation and fair share.
@@ -87,6 +90,7 @@ pub const ALL: &[Access] = &[
     PODS_LIST,
     PODS_WATCH,
     POD_GROUPS_LIST,
+    POD_GROUP_ANNOTATE,
     POD_GROUPS_WATCH,
     BIND,
     EVICT,

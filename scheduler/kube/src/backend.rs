@@ -11,7 +11,7 @@ use kai_scheduler::ingest::Options;
 use tokio::sync::watch;
 
 use crate::caches::Caches;
-use crate::calls::{self, Context, QueueNumbers, Reported};
+use crate::calls::{self, Call, Context, QueueNumbers, Reported};
 use crate::client::{Limits, Outcome, Sender, Sent};
 use crate::crd::PodGroupStatus;
 use crate::lease::{self, Election, Leading};
@@ -62,6 +62,9 @@ pub struct KubeBackend {
     reported: Reported,
     last: Read,
     group_status: BTreeMap<String, PodGroupStatus>,
+    /// Stale marks to write on their PodGroups with the next calls (and again after a call
+    /// that failed): `(namespace/name, since)`, seconds since the epoch.
+    stale_marks: BTreeMap<String, Option<u64>>,
 }
 
 impl KubeBackend {
@@ -102,6 +105,15 @@ impl KubeBackend {
             reported: Reported::default(),
             last: Read::default(),
             group_status: BTreeMap::new(),
+            stale_marks: BTreeMap::new(),
+        }
+    }
+
+    /// Queues a cycle's stale-mark changes (`CycleResult::stale_marks`, on this backend's
+    /// clock) to be written as KAI's annotation with the next [`KubeBackend::apply`].
+    pub fn mark_stale(&mut self, marks: &[(String, Option<u64>)]) {
+        for (key, since) in marks {
+            self.stale_marks.insert(key.clone(), *since);
         }
     }
 
@@ -176,6 +188,9 @@ impl KubeBackend {
         };
         let mut planned = calls::plan(decisions, &cx, &mut self.reported);
         planned.extend(calls::queue_calls(queues, &mut self.reported));
+        let marks: Vec<(String, Option<u64>)> =
+            std::mem::take(&mut self.stale_marks).into_iter().collect();
+        planned.extend(calls::stale_mark_calls(&marks));
         let batch = (self.config.limits.per_second.max(1) as usize).max(1);
         let mut sent = Vec::with_capacity(planned.len());
         let mut planned = planned.into_iter();
@@ -198,6 +213,16 @@ impl KubeBackend {
         }
         self.assumed.record(&sent);
         self.reported.forget_failed(&sent);
+        // A mark that could not be written is tried again next cycle, unless its group is gone.
+        for (s, (key, since)) in sent
+            .iter()
+            .filter(|s| matches!(s.call, Call::PodGroupAnnotation { .. }))
+            .zip(&marks)
+        {
+            if !matches!(s.outcome, Outcome::Done | Outcome::Gone(_)) {
+                self.stale_marks.entry(key.clone()).or_insert(*since);
+            }
+        }
         sent
     }
 

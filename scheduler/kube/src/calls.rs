@@ -79,6 +79,16 @@ pub enum Call {
         /// The patch.
         patch: Value,
     },
+    /// `PATCH .../podgroups/{name}` (JSON merge patch of `metadata.annotations`): the stale
+    /// mark KAI keeps on the group, so a restart or a new leader keeps counting from it.
+    PodGroupAnnotation {
+        /// The group's namespace.
+        namespace: String,
+        /// The group.
+        name: String,
+        /// The patch.
+        patch: Value,
+    },
     /// `PATCH /apis/scheduling.run.ai/v2/queues/{name}/status` (JSON merge patch).
     QueueStatus {
         /// The queue.
@@ -145,6 +155,33 @@ pub struct Context<'a> {
     pub instance: &'a str,
     /// The wall clock.
     pub now: Timestamp,
+}
+
+/// The calls that keep a cycle's stale marks on the PodGroups: the
+/// `kai.scheduler/stale-podgroup-timestamp` annotation set to when the group went stale
+/// (RFC 3339, as KAI's `stalegangeviction` writes it), or removed (`null` in a merge patch).
+/// `marks` are `(namespace/name, since)` on the backend's clock, seconds since the epoch.
+pub fn stale_mark_calls(marks: &[(String, Option<u64>)]) -> Vec<Call> {
+    marks
+        .iter()
+        .map(|(key, since)| {
+            let (namespace, name) = split(key);
+            let value = match since
+                .and_then(|s| i64::try_from(s).ok())
+                .and_then(|s| Timestamp::from_second(s).ok())
+            {
+                Some(t) => Value::String(rfc3339(t)),
+                None => Value::Null,
+            };
+            let mut annotations = serde_json::Map::new();
+            annotations.insert(kai_scheduler::ingest::STALE_ANNOTATION.to_string(), value);
+            Call::PodGroupAnnotation {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                patch: json!({ "metadata": { "annotations": annotations } }),
+            }
+        })
+        .collect()
 }
 
 /// Splits `namespace/name`.

@@ -79,6 +79,7 @@ impl Call {
             Call::Evict { .. } => access::EVICT,
             Call::PodCondition { .. } => access::POD_STATUS,
             Call::PodGroupStatus { .. } => access::POD_GROUP_STATUS,
+            Call::PodGroupAnnotation { .. } => access::POD_GROUP_ANNOTATE,
             Call::QueueStatus { .. } => access::QUEUE_STATUS,
             Call::Event { .. } => access::EVENT,
         }
@@ -102,6 +103,9 @@ impl Call {
             Call::PodGroupStatus {
                 namespace, name, ..
             } => format!("update the status of PodGroup {namespace}/{name}"),
+            Call::PodGroupAnnotation {
+                namespace, name, ..
+            } => format!("mark PodGroup {namespace}/{name} stale (or clear the mark)"),
             Call::QueueStatus { name, .. } => format!("update the status of Queue {name}"),
             Call::Event { namespace, event } => format!(
                 "record event {} on {namespace}/{}",
@@ -200,6 +204,17 @@ impl Sender {
                 let groups: Api<PodGroup> = Api::namespaced(client, &namespace);
                 groups
                     .patch_status(&name, &patch, &Patch::Merge(body))
+                    .await
+                    .map(drop)
+            }
+            Call::PodGroupAnnotation {
+                namespace,
+                name,
+                patch: body,
+            } => {
+                let groups: Api<PodGroup> = Api::namespaced(client, &namespace);
+                groups
+                    .patch(&name, &patch, &Patch::Merge(body))
                     .await
                     .map(drop)
             }

@@ -69,6 +69,7 @@ fn body(call: &Call) -> Value {
         Call::Event { event, .. } => serde_json::to_value(event).unwrap(),
         Call::PodCondition { patch, .. }
         | Call::PodGroupStatus { patch, .. }
+        | Call::PodGroupAnnotation { patch, .. }
         | Call::QueueStatus { patch, .. } => patch.clone(),
     }
 }
@@ -432,5 +433,43 @@ fn queue_status_carries_allocation_requests_and_fair_share_and_is_written_on_cha
     assert_eq!(
         body(&calls[0])["status"]["conditions"][0]["status"],
         "False"
+    );
+}
+
+#[test]
+fn a_stale_mark_is_kais_annotation_in_rfc_3339_and_a_cleared_one_removes_it() {
+    // 2026-11-21T09:00:00Z is 1,795,251,600 s after the epoch.
+    let marks = [
+        ("team-a/train".to_string(), Some(1_795_251_600)),
+        ("team-b/old".to_string(), None),
+    ];
+    let calls = calls::stale_mark_calls(&marks);
+    assert_eq!(
+        calls,
+        [
+            Call::PodGroupAnnotation {
+                namespace: "team-a".into(),
+                name: "train".into(),
+                patch: serde_json::json!({ "metadata": { "annotations": {
+                    "kai.scheduler/stale-podgroup-timestamp": "2026-11-21T09:00:00Z"
+                } } }),
+            },
+            Call::PodGroupAnnotation {
+                namespace: "team-b".into(),
+                name: "old".into(),
+                patch: serde_json::json!({ "metadata": { "annotations": {
+                    "kai.scheduler/stale-podgroup-timestamp": null
+                } } }),
+            },
+        ]
+    );
+    // What is written is what ingest reads back (KAI parses it with time.RFC3339).
+    let text = body(&calls[0])["metadata"]["annotations"]["kai.scheduler/stale-podgroup-timestamp"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        text.parse::<Timestamp>().unwrap().as_second(),
+        1_795_251_600
     );
 }
