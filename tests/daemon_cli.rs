@@ -718,6 +718,13 @@ fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_sto
  {
     let api = FakeApi::start(vec![node("n1")], Vec::new());
     let state = api.state.clone();
+    // Queue a exists in the cluster (applied by whoever applies the policy's Queues).
+    state.queues.lock().unwrap().push(json!({
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+        "metadata": { "name": "a", "uid": "uid-queue-a", "resourceVersion": "1",
+                      "creationTimestamp": "2026-01-01T00:00:00Z" },
+        "spec": { "resources": { "gpu": { "quota": 4, "limit": -1, "overQuotaWeight": 1 } } }
+    }));
     state
         .hold_lists
         .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -814,8 +821,7 @@ fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_sto
         "{metrics}"
     );
     // Queue a's status carries the cycle's numbers: p's GPU allocated and requested, and the
-    // fair share. The fake cluster has no Queue object, so the patch is refused (404), counted,
-    // and tried again.
+    // fair share; it is written to the Queue object.
     let patch = state
         .requests
         .lock()
@@ -847,10 +853,14 @@ fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_sto
     assert!(
         metric(
             &metrics,
-            "kai_api_calls_total{call=\"queue-status\",outcome=\"gone\"}"
+            "kai_api_calls_total{call=\"queue-status\",outcome=\"done\"}"
         )
         .is_some_and(|n| n >= 1.0),
         "{metrics}"
+    );
+    assert_eq!(
+        state.queues.lock().unwrap()[0]["status"]["allocated"]["nvidia.com/gpu"],
+        "1"
     );
 
     // The Lease can no longer be renewed: the daemon stops leading within a renewal or two,
@@ -1027,6 +1037,17 @@ fn run_against_a_fake_api_server_writes_kais_stale_mark_on_a_gang_below_its_mini
     assert!(
         mark.as_str() > "2026-01-01T00:01:00Z",
         "marked at the cycle, not {mark}"
+    );
+    // The cluster has no Queue objects: no status is tried for queue a (it would be a 404).
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.path.starts_with("/apis/scheduling.run.ai/v2/queues/")),
+        "no Queue status without a Queue object"
     );
     let stored = state.groups.lock().unwrap()[0].clone();
     assert_eq!(

@@ -3,7 +3,8 @@
 //!
 //! It serves what the backend reads and writes, no more: list and watch of Nodes, Pods and
 //! PodGroups (and an empty list for any other collection, such as Queues, PriorityClasses and
-//! Namespaces), a merge patch of a PodGroup (the stale mark), a pod's `binding` subresource (recorded; the pod is then bound and a `MODIFIED`
+//! Namespaces; Queues are listed from what a test puts in `queues`), a merge patch of a
+//! PodGroup (the stale mark) and of a Queue's status, a pod's `binding` subresource (recorded; the pod is then bound and a `MODIFIED`
 //! event goes out on the pod watch, as the API server does), Events, and one coordination Lease.
 //! Anything else (a Queue's status, for one: the fake cluster has no Queue objects) is recorded
 //! and answered 404.
@@ -40,6 +41,7 @@ pub struct State {
     pub nodes: Mutex<Vec<Value>>,
     pub pods: Mutex<Vec<Value>>,
     pub groups: Mutex<Vec<Value>>,
+    pub queues: Mutex<Vec<Value>>,
     pub lease: Mutex<Option<Value>>,
     /// Every Lease request answers 500 while set.
     pub lease_fails: AtomicBool,
@@ -122,6 +124,7 @@ impl FakeApi {
             nodes: Mutex::new(nodes),
             pods: Mutex::new(pods),
             groups: Mutex::new(groups),
+            queues: Mutex::new(Vec::new()),
             lease: Mutex::new(None),
             lease_fails: AtomicBool::new(false),
             hold_lists: AtomicBool::new(false),
@@ -255,6 +258,7 @@ async fn handle(
             "/api/v1/nodes" => state.nodes.lock().unwrap().clone(),
             "/api/v1/pods" => state.pods.lock().unwrap().clone(),
             "/apis/scheduling.run.ai/v2alpha2/podgroups" => state.groups.lock().unwrap().clone(),
+            "/apis/scheduling.run.ai/v2/queues" => state.queues.lock().unwrap().clone(),
             _ => Vec::new(),
         };
         let version = state.next_version();
@@ -282,6 +286,25 @@ async fn handle(
         merge(group, &body);
         group["metadata"]["resourceVersion"] = json!(state.next_version());
         return answer(200, group);
+    }
+
+    // PATCH /apis/scheduling.run.ai/v2/queues/{name}/status: a JSON merge patch of a Queue
+    // that exists; 404 for one that does not.
+    if method == Method::PATCH
+        && parts.len() == 6
+        && parts[..4] == ["apis", "scheduling.run.ai", "v2", "queues"]
+        && parts[5] == "status"
+    {
+        let mut queues = state.queues.lock().unwrap();
+        let Some(queue) = queues
+            .iter_mut()
+            .find(|q| q["metadata"]["name"] == parts[4])
+        else {
+            return answer(404, &status(404, "NotFound", "queues not found"));
+        };
+        merge(queue, &body);
+        queue["metadata"]["resourceVersion"] = json!(state.next_version());
+        return answer(200, queue);
     }
 
     // /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]

@@ -50,6 +50,10 @@ pub const POD_GROUPS_LIST: Access = cluster("scheduling.run.ai", "podgroups", "l
 /// Watch PodGroups.
 pub const POD_GROUPS_WATCH: Access = cluster("scheduling.run.ai", "podgroups", "watch");
 
+/// List Queues (which Queue objects exist, for their status).
+pub const QUEUES_LIST: Access = cluster("scheduling.run.ai", "queues", "list");
+/// Watch Queues.
+pub const QUEUES_WATCH: Access = cluster("scheduling.run.ai", "queues", "watch");
 /// Bind a pod to a node (the calls of a cycle, `client.rs`).
 pub const BIND: Access = cluster("", "pods/binding", "create");
 /// Evict a pod through the Eviction API.
@@ -91,6 +95,8 @@ pub const ALL: &[Access] = &[
     PODS_WATCH,
     POD_GROUPS_LIST,
     POD_GROUP_ANNOTATE,
+    QUEUES_LIST,
+    QUEUES_WATCH,
     POD_GROUPS_WATCH,
     BIND,
     EVICT,

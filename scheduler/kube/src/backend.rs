@@ -187,7 +187,15 @@ impl KubeBackend {
             now,
         };
         let mut planned = calls::plan(decisions, &cx, &mut self.reported);
-        planned.extend(calls::queue_calls(queues, &mut self.reported));
+        // Status only for Queue objects that exist: the policy's queues may not be applied yet
+        // (the status of a missing object is a 404 every cycle).
+        let existing = self.caches.queue_names();
+        let queues: Vec<QueueNumbers> = queues
+            .iter()
+            .filter(|q| existing.contains(&q.name))
+            .cloned()
+            .collect();
+        planned.extend(calls::queue_calls(&queues, &mut self.reported));
         let marks: Vec<(String, Option<u64>)> =
             std::mem::take(&mut self.stale_marks).into_iter().collect();
         planned.extend(calls::stale_mark_calls(&marks));

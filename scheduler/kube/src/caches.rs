@@ -1,4 +1,5 @@
-//! Watch caches (edge): one reflector per kind the scheduler reads (Nodes, Pods, PodGroups),
+//! Watch caches (edge): one reflector per kind the scheduler reads (Nodes, Pods, PodGroups, and
+//! Queues, whose names say which Queue objects may get a status),
 //! each listing once and then following the watch, relisting by itself after a `410 Gone` or a
 //! broken connection (kube-runtime's watcher with its default backoff).
 //!
@@ -13,7 +14,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::task::JoinSet;
 
-use crate::crd::PodGroup;
+use crate::crd::{PodGroup, Queue};
 use crate::snapshot::Objects;
 
 /// The stores, filled by tasks that run until the caches are dropped.
@@ -21,6 +22,7 @@ pub struct Caches {
     nodes: Store<Node>,
     pods: Store<Pod>,
     groups: Store<PodGroup>,
+    queues: Store<Queue>,
     _tasks: JoinSet<()>,
 }
 
@@ -55,7 +57,8 @@ impl Caches {
         Caches {
             nodes: follow(Api::all(client.clone()), &mut tasks),
             pods: follow(Api::all(client.clone()), &mut tasks),
-            groups: follow(Api::all(client), &mut tasks),
+            groups: follow(Api::all(client.clone()), &mut tasks),
+            queues: follow(Api::all(client), &mut tasks),
             _tasks: tasks,
         }
     }
@@ -72,6 +75,17 @@ impl Caches {
             wait(pods.wait_until_ready().await, "Pod")?;
             wait(groups.wait_until_ready().await, "PodGroup")
         }
+    }
+
+    /// The names of the Queue objects in the cluster now. Empty until the Queue watch has
+    /// listed (and for good where KAI's Queue CRD is not installed): readiness does not wait
+    /// for it, as the scheduler reads queues from its policy, not from the cluster.
+    pub fn queue_names(&self) -> std::collections::BTreeSet<String> {
+        self.queues
+            .state()
+            .iter()
+            .filter_map(|q| q.metadata.name.clone())
+            .collect()
     }
 
     /// A copy of every store now.
