@@ -10,8 +10,8 @@ each KAI_TEST_FILE is a path under it such as `pkg/scheduler/actions/reclaim/rec
 (default: every file in FILES below). For each, every `test_utils.TestTopologyBasic{...}`
 literal is read with a small Go expression parser and written as one case of
 `<file stem>.yaml` beside this script, in the same field names as KAI's structs. What the
-harness cannot express (DRA objects, NUMA, topologies, sub-groups with their own topology, scheduler configuration
-mocks, ...) becomes a case with `cannot:` and the reason. The analysis fields a person adds to
+harness cannot express (DRA objects, NUMA, topologies, sub-groups with their own topology,
+scheduler configuration mocks, ...) becomes a case with `cannot:` and the reason. The analysis fields a person adds to
 a case (`known-difference`, `note`) are kept when the file is written again (needs PyYAML).
 
 The numbers are KAI's, copied as data; no Go sentence or comment is copied.
