@@ -5,10 +5,10 @@
 //!
 //! `cargo bench -p kai-scheduler --bench ingest` prints one line per format: file size, wall
 //! time of `ingest::read_cluster` (from disk, as the CLI reads it) and its peak memory (the
-//! process's resident high-water mark, reset before the read; Linux only). Knobs:
+//! resident high-water mark of a fresh process that does nothing but the read, less what that
+//! process held before it; Linux only). Knobs:
 //! `KAI_BENCH_NODES`, `KAI_BENCH_PODS`, `KAI_BENCH_ITERS` (timed reads per format, default 1),
-//! `KAI_BENCH_FORMATS` (`yaml,json` by default; one format alone measures its peak alone: memory
-//! the allocator keeps after the first read hides part of the second's).
+//! `KAI_BENCH_FORMATS` (`yaml,json` by default).
 //! The file is generated in a temporary folder and deleted afterwards.
 
 use std::fmt::Write as _;
@@ -308,9 +308,37 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// Set in the child process that reads one file: its path.
+const READ_ONE: &str = "KAI_BENCH_READ_ONE";
+
+/// The child's work: read the file once, print the seconds it took and the bytes of resident
+/// memory the read added at its peak.
+fn read_one(path: &str, nodes: usize, pods: usize) {
+    let options = Options {
+        queue_label: "kai.scheduler/queue".into(),
+        scheduler_name: Some("kai-scheduler".into()),
+        origin: None,
+    };
+    reset_peak();
+    let before = peak_rss().unwrap_or(0);
+    let start = Instant::now();
+    let file =
+        read_cluster(std::path::Path::new(path), &options).expect("the generated file reads");
+    let took = start.elapsed().as_secs_f64();
+    assert_eq!(
+        (file.snapshot.nodes.len(), file.snapshot.pods.len()),
+        (nodes, pods),
+        "every object is read"
+    );
+    println!("{took} {}", peak_rss().unwrap_or(0).saturating_sub(before));
+}
+
 fn main() {
     let nodes = env_usize("KAI_BENCH_NODES", 5_000);
     let pods = env_usize("KAI_BENCH_PODS", 50_000);
+    if let Ok(path) = std::env::var(READ_ONE) {
+        return read_one(&path, nodes, pods);
+    }
     let iters = env_usize("KAI_BENCH_ITERS", 1).max(1);
     let dir = tempfile::tempdir().expect("a temporary folder");
     let yaml_path = dir.path().join("cluster.yaml");
@@ -331,14 +359,9 @@ fn main() {
         std::fs::write(&json_path, serde_json::to_vec_pretty(&value).expect("JSON"))
             .expect("write the JSON file");
     }
-    let options = Options {
-        queue_label: "kai.scheduler/queue".into(),
-        scheduler_name: Some("kai-scheduler".into()),
-        origin: None,
-    };
     println!("ingest: {nodes} nodes, {pods} pods (kubectl List with full metadata)");
-    // Each format in a process of its own measures its own peak: memory the allocator kept
-    // from the first read would hide the second's.
+    // Each read runs in a fresh process: memory this one kept from generating the files (the
+    // whole YAML as a tree) would otherwise absorb the read's allocations and hide them.
     let formats = std::env::var("KAI_BENCH_FORMATS").unwrap_or_else(|_| "yaml,json".into());
     for (format, path) in [("yaml", &yaml_path), ("json", &json_path)] {
         if !formats.split(',').any(|f| f == format) {
@@ -348,19 +371,25 @@ fn main() {
         let mut times = Vec::new();
         let mut peak = 0;
         for _ in 0..iters {
-            reset_peak();
-            let before = peak_rss().unwrap_or(0);
-            let start = Instant::now();
-            let file = read_cluster(path, &options).expect("the generated file reads");
-            let took = start.elapsed().as_secs_f64();
-            assert_eq!(
-                (file.snapshot.nodes.len(), file.snapshot.pods.len()),
-                (nodes, pods),
-                "every object is read"
+            let out = std::process::Command::new(std::env::current_exe().expect("this bench"))
+                .env(READ_ONE, path)
+                .env("KAI_BENCH_NODES", nodes.to_string())
+                .env("KAI_BENCH_PODS", pods.to_string())
+                .output()
+                .expect("the bench runs itself");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "the read failed: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
             );
-            drop(file);
+            let (took, added) = text
+                .trim()
+                .split_once(' ')
+                .and_then(|(t, p)| Some((t.parse::<f64>().ok()?, p.parse::<u64>().ok()?)))
+                .unwrap_or_else(|| panic!("the read printed {text:?}"));
             times.push(took);
-            peak = peak.max(peak_rss().unwrap_or(0).saturating_sub(before));
+            peak = peak.max(added);
         }
         times.sort_by(f64::total_cmp);
         println!(
