@@ -181,11 +181,23 @@ pub const STALE_ANNOTATION: &str = "kai.scheduler/stale-podgroup-timestamp";
 /// (`pkg/common/constants/constants.go: LastEvictionTimeStamp`); a preemption delay counts from it.
 pub const LAST_EVICTION_ANNOTATION: &str = "kai.scheduler/last-eviction-timestamp";
 
-/// One object of the file, typed, with where it came from.
+/// One object of the file, typed, with where it came from. Nodes and pods are read into the
+/// cluster model as soon as they are typed (in the reader threads), so that the large typed
+/// objects are never all held at once.
 enum Object {
-    Node(Box<K8sNode>),
-    Pod(Box<K8sPod>, Option<owners::OwnerRef>),
+    /// The node, or why it cannot be used.
+    Node(Result<crate::cluster::Node, String>),
+    Pod(Box<ReadPod>),
     PodGroup(Box<PodGroupObject>, Option<Timestamp>),
+}
+
+/// A pod read as far as it can be without the others: all but its times on the file's clock.
+struct ReadPod {
+    read: Result<PodRead, String>,
+    /// The notes reading it gave, kept until it is known not to be a duplicate.
+    notes: Vec<String>,
+    times: objects::PodTimes,
+    owner: Option<owners::OwnerRef>,
 }
 
 /// The reader's budgets for a file of `len` bytes: they grow with the file, so that a real
@@ -318,7 +330,10 @@ pub fn parse_cluster(
         let (at, value) = work.into_value()?;
         let mut raw = Vec::new();
         flatten(value, &at, &mut raw);
-        Ok(raw.into_iter().map(|(at, v)| prepare(at, v)).collect())
+        Ok(raw
+            .into_iter()
+            .map(|(at, v)| prepare(at, v, options))
+            .collect())
     };
     let fast = if text.trim_start().starts_with('{') {
         fast::pipeline(|send| fast::json(text, send), read)
@@ -473,7 +488,7 @@ fn drop_unread(value: &mut Value) {
 }
 
 /// Reads one object as far as it can be read alone.
-fn prepare(at: String, mut value: Value) -> Prepared {
+fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
     let Value::Object(map) = &value else {
         return Prepared::NotObject(at);
     };
@@ -500,7 +515,7 @@ fn prepare(at: String, mut value: Value) -> Prepared {
         ("v1", "Node") => {
             drop_unread(&mut value);
             quote_scalars(&mut value);
-            Body::Typed(typed(value).map(|n| Object::Node(Box::new(n))))
+            Body::Typed(typed::<K8sNode>(value).map(|n| Object::Node(objects::read_node(&n))))
         }
         ("v1", "Pod") => {
             drop_unread(&mut value);
@@ -508,7 +523,16 @@ fn prepare(at: String, mut value: Value) -> Prepared {
                 status.remove("conditions");
             }
             quote_scalars(&mut value);
-            Body::Typed(typed(value).map(|p| Object::Pod(Box::new(p), owner_ref)))
+            Body::Typed(typed::<K8sPod>(value).map(|pod| {
+                let mut notes = Vec::new();
+                let read = objects::read_pod(&pod, options, &mut notes);
+                Object::Pod(Box::new(ReadPod {
+                    read,
+                    notes,
+                    times: objects::PodTimes::of(&pod),
+                    owner: owner_ref,
+                }))
+            }))
         }
         ("scheduling.run.ai/v2alpha2", "PodGroup") => {
             quote_scalars(&mut value);
@@ -545,14 +569,18 @@ pub fn read_objects(
     raw: Vec<(String, Value)>,
     options: &Options,
 ) -> Result<ClusterFile, IngestError> {
-    let prepared = raw.into_iter().map(|(at, v)| prepare(at, v)).collect();
+    let prepared = raw
+        .into_iter()
+        .map(|(at, v)| prepare(at, v, options))
+        .collect();
     Ok(assemble(prepared, options))
 }
 
 /// The objects, read alone, into a snapshot: names checked once, owners linked, the clock set.
 fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut notes = Vec::new();
-    let mut objects: Vec<(String, Object)> = Vec::new();
+    // Each object with its label for notes, and its namespace and name.
+    let mut objects: Vec<(String, String, String, Object)> = Vec::new();
     let mut owners = owners::Owners::default();
     // Objects of other kinds, in file order, with the note they get if they own no pod.
     let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
@@ -598,7 +626,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             continue;
         }
         match body {
-            Body::Typed(Ok(object)) => objects.push((label, object)),
+            Body::Typed(Ok(object)) => objects.push((label, namespace, name, object)),
             Body::Typed(Err(why)) => {
                 notes.push(format!("skipped {label}: not a valid {kind}: {why}"));
             }
@@ -616,18 +644,10 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     }
 
     // The clock: every creation and start time in the file.
-    for (_, object) in &objects {
+    for (.., object) in &objects {
         match object {
             Object::Node(_) => {}
-            Object::Pod(pod, _) => {
-                instants.extend(pod.metadata.creation_timestamp.iter().map(|t| t.0));
-                instants.extend(
-                    pod.status
-                        .as_ref()
-                        .and_then(|s| s.start_time.as_ref())
-                        .map(|t| t.0),
-                );
-            }
+            Object::Pod(pod) => instants.extend(pod.times.instants()),
             Object::PodGroup(_, created) => instants.extend(*created),
         }
     }
@@ -642,37 +662,32 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut snapshot = Snapshot::default();
     let mut pod_owners = Vec::new();
     let mut succeeded: Vec<(String, Option<String>, Option<owners::OwnerRef>, String)> = Vec::new();
-    for (label, object) in objects {
+    for (label, namespace, name, object) in objects {
         let skip = |why: String| format!("skipped {label}: {why}");
         match object {
-            Object::Node(node) => match objects::read_node(&node) {
-                Ok(n) => snapshot.nodes.push(n),
-                Err(why) => notes.push(skip(why)),
-            },
-            Object::Pod(pod, owner) => match objects::read_pod(&pod, options, &clock, &mut notes) {
-                Ok(PodRead::Pod(p)) => {
-                    snapshot.pods.push(*p);
-                    pod_owners.push(owner);
+            Object::Node(Ok(node)) => snapshot.nodes.push(node),
+            Object::Node(Err(why)) => notes.push(skip(why)),
+            Object::Pod(pod) => {
+                let ReadPod {
+                    read,
+                    notes: read_notes,
+                    times,
+                    owner,
+                } = *pod;
+                notes.extend(read_notes);
+                match read {
+                    Ok(PodRead::Pod(mut p)) => {
+                        times.apply(&mut p, &clock);
+                        snapshot.pods.push(*p);
+                        pod_owners.push(owner);
+                    }
+                    Ok(PodRead::Succeeded(annotation)) => {
+                        succeeded.push((namespace, annotation, owner, name));
+                        notes.push(skip("it has finished (phase Succeeded)".into()));
+                    }
+                    Ok(PodRead::Skipped(why)) | Err(why) => notes.push(skip(why)),
                 }
-                Ok(PodRead::Succeeded) => {
-                    let annotation = pod
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(POD_GROUP_ANNOTATION))
-                        .cloned();
-                    let namespace = pod
-                        .metadata
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| "default".into());
-                    let name = pod.metadata.name.clone().unwrap_or_default();
-                    succeeded.push((namespace, annotation, owner, name));
-                    notes.push(skip("it has finished (phase Succeeded)".into()));
-                }
-                Ok(PodRead::Skipped(why)) => notes.push(skip(why)),
-                Err(why) => notes.push(skip(why)),
-            },
+            }
             Object::PodGroup(group, created) => {
                 match read_group(*group, created.map(clock), &clock, &mut notes) {
                     Ok(g) => snapshot.groups.push(g),

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
     Pod as K8sPod, PodAffinityTerm as K8sPodTerm, PodSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+use k8s_openapi::jiff::Timestamp;
 use kai_policy_compiler::quantity::{ResourceKind, Round, parse_rounded};
 
 /// KAI's annotation for a shared pod's GPU memory in MiB.
@@ -237,23 +238,67 @@ fn pod_request(spec: &PodSpec) -> Result<(Amounts, BTreeMap<String, i64>), Strin
 pub enum PodRead {
     /// A pod the cycle sees (ours, or another scheduler's bound pod).
     Pod(Box<Pod>),
-    /// Finished with phase `Succeeded`: counted for its group, nothing held.
-    Succeeded,
+    /// Finished with phase `Succeeded`: counted for its group (its `pod-group-name` annotation,
+    /// as written), nothing held.
+    Succeeded(Option<String>),
     /// Not the scheduler's business, and why.
     Skipped(String),
 }
 
-/// A pod, with any notes about how it was read.
+/// When a pod was created and started, kept as instants: the file's clock is known only once
+/// every object is read, and pods are read before that (in the reader threads).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PodTimes {
+    created: Option<Timestamp>,
+    started: Option<Timestamp>,
+}
+
+impl PodTimes {
+    /// The pod's `metadata.creationTimestamp` and `status.startTime`.
+    pub fn of(pod: &K8sPod) -> PodTimes {
+        PodTimes {
+            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            started: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+        }
+    }
+
+    /// The instants the file's clock is set from.
+    pub fn instants(&self) -> impl Iterator<Item = Timestamp> {
+        self.created.into_iter().chain(self.started)
+    }
+
+    /// Sets the pod's times on the file's clock: no creation time counts as the origin, and a
+    /// bound pod with no start time started when it was created.
+    pub fn apply(&self, pod: &mut Pod, clock: &dyn Fn(Timestamp) -> Time) {
+        pod.created = self.created.map_or(0, clock);
+        if pod.node.is_some() {
+            pod.started = Some(self.started.map_or(pod.created, clock));
+        }
+    }
+}
+
+/// A pod, with any notes about how it was read. Its times are left at 0: [`PodTimes::apply`]
+/// sets them once the file's clock is known.
 pub fn read_pod(
     pod: &K8sPod,
     options: &Options,
-    clock: &dyn Fn(k8s_openapi::jiff::Timestamp) -> Time,
     notes: &mut Vec<String>,
 ) -> Result<PodRead, String> {
     let meta = &pod.metadata;
     let status = pod.status.as_ref();
     match status.and_then(|s| s.phase.as_deref()) {
-        Some("Succeeded") => return Ok(PodRead::Succeeded),
+        Some("Succeeded") => {
+            let group = meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(POD_GROUP_ANNOTATION))
+                .cloned();
+            return Ok(PodRead::Succeeded(group));
+        }
         Some("Failed") => return Ok(PodRead::Skipped("it has finished (phase Failed)".into())),
         _ => {}
     }
@@ -298,12 +343,6 @@ pub fn read_pod(
         request.gpu = share.total;
         (fractional, shared_devices, gpu_memory) = (true, share.devices, share.memory_mib);
     }
-    let created = meta.creation_timestamp.as_ref().map_or(0, |t| clock(t.0));
-    let started = node.as_ref().map(|_| {
-        status
-            .and_then(|s| s.start_time.as_ref())
-            .map_or(created, |t| clock(t.0))
-    });
     let grace = spec
         .and_then(|s| s.termination_grace_period_seconds)
         .map_or(DEFAULT_GRACE_SECONDS, |g| u64::try_from(g).unwrap_or(0));
@@ -341,9 +380,9 @@ pub fn read_pod(
         foreign,
         constraints: Box::new(spec.map(constraints).transpose()?.unwrap_or_default()),
         labels,
+        started: node.as_ref().map(|_| 0),
         node,
-        created,
-        started,
+        created: 0,
         termination_grace_seconds: grace,
         terminating: meta.deletion_timestamp.is_some(),
     })))
