@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 #[path = "fake_apiserver.rs"]
 mod fake_apiserver;
-use fake_apiserver::FakeApi;
+use fake_apiserver::{FakeApi, Seen};
 
 /// A running daemon: its HTTP address and its log lines (JSON), read on a thread.
 struct Daemon {
@@ -615,9 +615,9 @@ fn run_refuses_bad_cluster_flags_with_a_clear_error() {
             "error: --leader-elect-renew (8s) must be under half of --leader-elect-duration (15s)",
         ),
         (
-            &["--kubeconfig", "kubeconfig", "--apply-queues"],
+            &["--cluster", "cluster.yaml", "--apply-queues"],
             &[],
-            "error: --apply-queues is not implemented yet",
+            "error: --apply-queues writes Queue and PriorityClass objects to a Kubernetes cluster; the simulated cluster (--cluster) has none",
         ),
         (
             &[
@@ -1054,4 +1054,237 @@ fn run_against_a_fake_api_server_writes_kais_stale_mark_on_a_gang_below_its_mini
         stored["metadata"]["annotations"]["kai.scheduler/stale-podgroup-timestamp"],
         json!(mark)
     );
+}
+
+/// A policy of a department with two teams, and a priority class.
+const DEPARTMENT: &str = r#"priority-class "train" value=50 preemptible=#true
+queue "dept" {
+    gpu quota=8
+    queue "a" {
+        gpu quota=4
+        namespaces "a"
+    }
+    queue "b" {
+        gpu quota=4
+        namespaces "b"
+    }
+}
+"#;
+
+/// The same department after a pull request: team b is gone, a has 6 GPUs, `train` is worth 60.
+const DEPARTMENT_LATER: &str = r#"priority-class "train" value=60 preemptible=#true
+queue "dept" {
+    gpu quota=8
+    queue "a" {
+        gpu quota=6
+        namespaces "a"
+    }
+}
+"#;
+
+fn labelled_queue(name: &str, parent: Option<&str>, managed: bool) -> Value {
+    let mut q = json!({
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+        "metadata": { "name": name, "resourceVersion": "1", "labels": {} },
+        "spec": { "resources": { "gpu": { "quota": 1, "limit": -1, "overQuotaWeight": 1 } } }
+    });
+    if managed {
+        q["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("kai-policy");
+    }
+    if let Some(parent) = parent {
+        q["spec"]["parentQueue"] = json!(parent);
+    }
+    q
+}
+
+fn names(objects: &std::sync::Mutex<Vec<Value>>) -> Vec<String> {
+    let mut names: Vec<String> = objects
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn apply_queues_applies_the_policy_prunes_only_its_own_objects_and_follows_commits() {
+    let api = FakeApi::start(vec![node("n1")], Vec::new());
+    let state = api.state.clone();
+    // In the cluster before: a department this scheduler applied once (two levels), and a
+    // Queue someone made by hand, without the label.
+    state.queues.lock().unwrap().extend([
+        labelled_queue("old-dept", None, true),
+        labelled_queue("old-team", Some("old-dept"), true),
+        labelled_queue("hand-made", None, false),
+    ]);
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    write_files(&repo_dir, &[("policies/queues.kdl", DEPARTMENT)]);
+    git_commit_all(&repo_dir, "a department");
+    std::fs::write(dir.path().join("kubeconfig"), api.kubeconfig()).unwrap();
+    let mut daemon = Daemon::spawn(
+        dir.path(),
+        repo_dir.to_str().unwrap(),
+        &["--kubeconfig", "kubeconfig", "--apply-queues"],
+    );
+    eventually("the policy applied and the old department pruned", || {
+        names(&state.queues) == ["a", "b", "dept", "hand-made"]
+    });
+    assert_eq!(names(&state.priority_classes), ["train"]);
+    let requests = state.requests.lock().unwrap().clone();
+    // Server-side apply with kai-policy as the field manager, conflicts forced.
+    let applies: Vec<&Seen> = requests.iter().filter(|r| r.method == "PATCH").collect();
+    assert_eq!(applies.len(), 4, "{applies:#?}");
+    for r in &applies {
+        assert!(r.query.contains("fieldManager=kai-policy"), "{}", r.query);
+        assert!(r.query.contains("force=true"), "{}", r.query);
+    }
+    // The parent before its children; the objects are what `kai-policy build` writes.
+    let order: Vec<&str> = applies.iter().map(|r| r.path.as_str()).collect();
+    let at = |path: &str| order.iter().position(|p| *p == path).unwrap();
+    assert!(
+        at("/apis/scheduling.run.ai/v2/queues/dept") < at("/apis/scheduling.run.ai/v2/queues/a")
+    );
+    assert!(
+        at("/apis/scheduling.run.ai/v2/queues/dept") < at("/apis/scheduling.run.ai/v2/queues/b")
+    );
+    let a = state
+        .queues
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|q| q["metadata"]["name"] == "a")
+        .cloned()
+        .unwrap();
+    assert_eq!(a["spec"]["parentQueue"], "dept");
+    assert_eq!(a["spec"]["resources"]["gpu"]["quota"], 4.0);
+    assert_eq!(
+        a["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "kai-policy"
+    );
+    // The pruned department went child first; the hand-made Queue was never touched.
+    let deletes: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path.as_str())
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            "/apis/scheduling.run.ai/v2/queues/old-team",
+            "/apis/scheduling.run.ai/v2/queues/old-dept"
+        ]
+    );
+    assert!(!requests.iter().any(|r| r.path.ends_with("/hand-made")));
+    daemon.wait_log(|l| {
+        l["fields"]["message"] == "applied the policy's Queues and PriorityClasses"
+            && l["fields"]["complete"] == true
+    });
+    // Nothing changes: nothing is applied again (until the ten-minute resync).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == "PATCH")
+            .count(),
+        4
+    );
+
+    // A new commit: b is pruned, a's quota follows, and `train`'s new value (which the API
+    // server refuses to change in place) is applied by recreating the class.
+    write_files(&repo_dir, &[("policies/queues.kdl", DEPARTMENT_LATER)]);
+    git_commit_all(&repo_dir, "b leaves, a grows");
+    eventually("b pruned and train at 60", || {
+        names(&state.queues) == ["a", "dept", "hand-made"]
+            && state
+                .priority_classes
+                .lock()
+                .unwrap()
+                .first()
+                .is_some_and(|c| c["value"] == 60)
+    });
+    let a = state
+        .queues
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|q| q["metadata"]["name"] == "a")
+        .cloned()
+        .unwrap();
+    assert_eq!(a["spec"]["resources"]["gpu"]["quota"], 6.0);
+    assert!(
+        state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.method == "DELETE"
+                && r.path == "/apis/scheduling.k8s.io/v1/priorityclasses/train")
+    );
+    let (_, metrics) = daemon.get("/metrics");
+    assert_eq!(
+        metric(
+            &metrics,
+            "kai_api_calls_total{call=\"prune\",outcome=\"done\"}"
+        ),
+        Some(4.0),
+        "old-team, old-dept, b, and train before its re-creation: {metrics}"
+    );
+    assert_eq!(daemon.terminate().0, 0);
+}
+
+#[test]
+fn apply_queues_prunes_nothing_while_an_object_cannot_be_applied() {
+    let api = FakeApi::start(vec![node("n1")], Vec::new());
+    let state = api.state.clone();
+    state
+        .queues
+        .lock()
+        .unwrap()
+        .push(labelled_queue("old", None, true));
+    // Someone else's PriorityClass of the same name with another value: the apply fails (the
+    // value cannot change, and it is not ours to delete and recreate).
+    state.priority_classes.lock().unwrap().push(json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": { "name": "train", "resourceVersion": "1" }, "value": 1000
+    }));
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    write_files(&repo_dir, &[("policies/queues.kdl", DEPARTMENT)]);
+    git_commit_all(&repo_dir, "a department");
+    std::fs::write(dir.path().join("kubeconfig"), api.kubeconfig()).unwrap();
+    let mut daemon = Daemon::spawn(
+        dir.path(),
+        repo_dir.to_str().unwrap(),
+        &["--kubeconfig", "kubeconfig", "--apply-queues"],
+    );
+    let log = daemon.wait_log(|l| {
+        l["fields"]["message"].as_str().is_some_and(|m| {
+            m.starts_with("--apply-queues: apply PriorityClass train: failed (422)")
+        })
+    });
+    assert_eq!(log["level"], "WARN", "{log}");
+    daemon.wait_log(|l| {
+        l["fields"]["message"]
+            == "--apply-queues: not every object could be applied: nothing is pruned until they are"
+    });
+    // The queues were applied; the old one is kept; the other PriorityClass is untouched.
+    eventually("the queues applied", || {
+        names(&state.queues) == ["a", "b", "dept", "old"]
+    });
+    assert_eq!(state.priority_classes.lock().unwrap()[0]["value"], 1000);
+    assert!(
+        !state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.method == "DELETE")
+    );
+    assert_eq!(daemon.terminate().0, 0);
 }

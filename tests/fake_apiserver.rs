@@ -4,10 +4,12 @@
 //! It serves what the backend reads and writes, no more: list and watch of Nodes, Pods and
 //! PodGroups (and an empty list for any other collection, such as Queues, PriorityClasses and
 //! Namespaces; Queues are listed from what a test puts in `queues`), a merge patch of a
-//! PodGroup (the stale mark) and of a Queue's status, a pod's `binding` subresource (recorded; the pod is then bound and a `MODIFIED`
-//! event goes out on the pod watch, as the API server does), Events, and one coordination Lease.
-//! Anything else (a Queue's status, for one: the fake cluster has no Queue objects) is recorded
-//! and answered 404.
+//! PodGroup (the stale mark) and of a Queue's status, a pod's `binding` subresource (recorded; the
+//! pod is then bound and a `MODIFIED` event goes out on the pod watch, as the API server does),
+//! Events, and one coordination Lease. For `--apply-queues`: Queues and PriorityClasses are
+//! listed (with an equality `labelSelector`), server-side applied (created, or their labels,
+//! annotations and fields replaced; a PriorityClass's `value` cannot change, 422, as the API
+//! server says) and deleted. Anything else is recorded and answered 404.
 //! A test drives it: it can hold the first lists back, change the pods without telling the
 //! watch, end the pod watch with a `410 Gone` error event, and make the Lease fail.
 //!
@@ -42,6 +44,7 @@ pub struct State {
     pub pods: Mutex<Vec<Value>>,
     pub groups: Mutex<Vec<Value>>,
     pub queues: Mutex<Vec<Value>>,
+    pub priority_classes: Mutex<Vec<Value>>,
     pub lease: Mutex<Option<Value>>,
     /// Every Lease request answers 500 while set.
     pub lease_fails: AtomicBool,
@@ -125,6 +128,7 @@ impl FakeApi {
             pods: Mutex::new(pods),
             groups: Mutex::new(groups),
             queues: Mutex::new(Vec::new()),
+            priority_classes: Mutex::new(Vec::new()),
             lease: Mutex::new(None),
             lease_fails: AtomicBool::new(false),
             hold_lists: AtomicBool::new(false),
@@ -175,6 +179,25 @@ fn is_watch(query: &str) -> bool {
     query
         .split('&')
         .any(|kv| kv == "watch=true" || kv == "watch=1")
+}
+
+/// Whether `item` matches the query's `labelSelector` (`key=value` terms, comma-separated; the
+/// only form the backend sends).
+fn selected(item: &Value, query: &str) -> bool {
+    let Some(selector) = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("labelSelector="))
+    else {
+        return true;
+    };
+    let selector = selector
+        .replace("%3D", "=")
+        .replace("%2C", ",")
+        .replace("%2F", "/");
+    selector.split(',').all(|term| match term.split_once('=') {
+        Some((key, value)) => item["metadata"]["labels"][key] == value,
+        None => false,
+    })
 }
 
 fn status(code: u16, reason: &str, message: &str) -> Value {
@@ -259,8 +282,15 @@ async fn handle(
             "/api/v1/pods" => state.pods.lock().unwrap().clone(),
             "/apis/scheduling.run.ai/v2alpha2/podgroups" => state.groups.lock().unwrap().clone(),
             "/apis/scheduling.run.ai/v2/queues" => state.queues.lock().unwrap().clone(),
+            "/apis/scheduling.k8s.io/v1/priorityclasses" => {
+                state.priority_classes.lock().unwrap().clone()
+            }
             _ => Vec::new(),
         };
+        let items: Vec<Value> = items
+            .into_iter()
+            .filter(|item| selected(item, &query))
+            .collect();
         let version = state.next_version();
         return answer(
             200,
@@ -305,6 +335,61 @@ async fn handle(
         merge(queue, &body);
         queue["metadata"]["resourceVersion"] = json!(state.next_version());
         return answer(200, queue);
+    }
+
+    // Server-side apply and delete of a Queue or a PriorityClass (cluster-scoped).
+    let managed = match parts.as_slice() {
+        ["apis", "scheduling.run.ai", "v2", "queues", name] => Some((&state.queues, *name)),
+        ["apis", "scheduling.k8s.io", "v1", "priorityclasses", name] => {
+            Some((&state.priority_classes, *name))
+        }
+        _ => None,
+    };
+    if let Some((objects, name)) = managed {
+        let mut objects = objects.lock().unwrap();
+        let at = objects.iter().position(|o| o["metadata"]["name"] == name);
+        return match (method, at) {
+            (Method::PATCH, _) if !query.contains("fieldManager=") => answer(
+                400,
+                &status(400, "BadRequest", "only server-side apply is served"),
+            ),
+            (Method::PATCH, None) => {
+                let mut new = body;
+                new["metadata"]["resourceVersion"] = json!(state.next_version());
+                objects.push(new.clone());
+                answer(201, &new)
+            }
+            (Method::PATCH, Some(i)) => {
+                let old = &mut objects[i];
+                if old["kind"] == "PriorityClass" && old["value"] != body["value"] {
+                    return answer(
+                        422,
+                        &status(
+                            422,
+                            "Invalid",
+                            &format!(
+                                "PriorityClass.scheduling.k8s.io \"{name}\" is invalid: value: Forbidden: may not be changed in an update."
+                            ),
+                        ),
+                    );
+                }
+                // The applier is the only manager here: what it applies is what the object is
+                // (the server's own fields, such as status, stay).
+                let kept_status = old.get("status").cloned();
+                *old = body;
+                if let Some(s) = kept_status {
+                    old["status"] = s;
+                }
+                old["metadata"]["resourceVersion"] = json!(state.next_version());
+                answer(200, old)
+            }
+            (Method::DELETE, Some(i)) => {
+                objects.remove(i);
+                answer(200, &status(200, "", ""))
+            }
+            (Method::DELETE, None) => answer(404, &status(404, "NotFound", "not found")),
+            _ => answer(405, &status(405, "MethodNotAllowed", "")),
+        };
     }
 
     // /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]

@@ -16,6 +16,9 @@ use kai_scheduler::decision::Decision;
 pub struct Applied<'a> {
     /// The policy the cycle ran with.
     pub policy: &'a Policy,
+    /// The commit it comes from and the digest of its compiled config: a policy is new when
+    /// either changes.
+    pub source: (&'a str, &'a str),
     /// Its decisions.
     pub decisions: &'a [Decision],
     /// The fair shares it computed (per queue, in the policy's order).
@@ -32,7 +35,8 @@ pub struct Applied<'a> {
 /// One API call a backend made, for the metrics: what it was and what came of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallOutcome {
-    /// `bind`, `evict`, `pod-condition`, `podgroup-status`, `podgroup-annotation`, `queue-status`, `event`.
+    /// `bind`, `evict`, `pod-condition`, `podgroup-status`, `podgroup-annotation`, `queue-status`,
+    /// `event`, `apply`, `prune`.
     pub call: &'static str,
     /// `done`, `refused`, `gone`, `conflict`, `forbidden`, `failed`, `skipped`.
     pub outcome: &'static str,

@@ -93,7 +93,9 @@ struct RunArgs {
     /// [default: 5s].
     #[arg(long, value_parser = parse_interval, requires = "leader_elect_lease")]
     leader_elect_renew: Option<std::time::Duration>,
-    /// Server-side apply the policy's Queues and PriorityClasses (not implemented yet: refused).
+    /// Server-side apply the policy's Queues and PriorityClasses (field manager kai-policy) when
+    /// it changes, and delete the ones this scheduler applied that the policy no longer has
+    /// (only objects labelled app.kubernetes.io/managed-by=kai-policy).
     #[arg(long)]
     apply_queues: bool,
     /// Where the HTTP server listens (/healthz, /readyz, /policy, /pending, /metrics).
@@ -359,12 +361,6 @@ fn credentials(args: &RunArgs) -> Result<Credentials, String> {
 
 /// The cluster to schedule: `--cluster` (simulated) or Kubernetes.
 fn cluster_options(args: &RunArgs) -> Result<ClusterOptions, String> {
-    if args.apply_queues {
-        return Err(
-            "--apply-queues is not implemented yet: apply the Queues and PriorityClasses of `kai-policy build` with Argo CD, Flux or kubectl (docs/kubernetes.md, \"Not done yet\")"
-                .to_string(),
-        );
-    }
     // (clap's `requires` is not enforced when the required argument conflicts with one given,
     // so these combinations are checked here.)
     let lease_flags = [
@@ -388,6 +384,12 @@ fn cluster_options(args: &RunArgs) -> Result<ClusterOptions, String> {
         ("--start", args.start.is_some()),
     ];
     if let Some(path) = &args.cluster {
+        if args.apply_queues {
+            return Err(
+                "--apply-queues writes Queue and PriorityClass objects to a Kubernetes cluster; the simulated cluster (--cluster) has none"
+                    .to_string(),
+            );
+        }
         if let Some((flag, _)) = lease_flags.iter().find(|(_, given)| *given) {
             return Err(format!(
                 "{flag} is for leader election in a Kubernetes cluster; the simulated cluster (--cluster) has none"
@@ -465,6 +467,7 @@ fn cluster_options(args: &RunArgs) -> Result<ClusterOptions, String> {
         election,
         instance: identity,
         limits: Limits::default(),
+        apply_queues: args.apply_queues,
     }))
 }
 

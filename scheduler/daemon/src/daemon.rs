@@ -507,6 +507,7 @@ impl LoopState {
         }
         let calls = backend.apply(&Applied {
             policy,
+            source: (&active.commit, &active.digest),
             decisions: &result.decisions,
             shares: &result.shares,
             allocated: &result.allocated,

@@ -17,14 +17,16 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kai_policy_compiler::model::Policy;
 use kai_policy_compiler::quantity::ResourceKind;
 use kai_scheduler::cluster::{Amounts, Snapshot, Time};
 use kai_scheduler::ingest::Options;
+use kai_scheduler_kube::apply::Desired;
 use kai_scheduler_kube::backend::{Config, KubeBackend};
-use kai_scheduler_kube::calls::{Call, QueueNumbers};
+use kai_scheduler_kube::calls::{Call, Managed, QueueNumbers};
 use kai_scheduler_kube::client::{Limits, Outcome, Sent};
 use kai_scheduler_kube::lease::{Election, Leading};
 use kai_scheduler_kube::snapshot;
@@ -46,6 +48,42 @@ pub struct KubeOptions {
     pub instance: String,
     /// How hard to press on the API server.
     pub limits: Limits,
+    /// Server-side apply the policy's Queues and PriorityClasses (`--apply-queues`).
+    pub apply_queues: bool,
+}
+
+/// A policy applied completely is applied again after this long, so that a hand edit of a field
+/// the policy sets, or a deleted Queue, is put right (the drift repair of Argo CD's self-heal).
+const RESYNC: Duration = Duration::from_secs(600);
+/// A policy that could not be applied completely is tried again after this long.
+const RETRY: Duration = Duration::from_secs(30);
+
+/// `--apply-queues`: what the active policy wants, and what was last applied completely.
+#[derive(Default)]
+struct ApplyState {
+    /// The commit and digest [`ApplyState::desired`] was made for.
+    source: (String, String),
+    desired: Desired,
+    /// The objects last applied completely, and when.
+    done: Option<(Desired, Instant)>,
+    /// No attempt before this (after one that failed).
+    retry_at: Option<Instant>,
+}
+
+impl ApplyState {
+    /// Whether to apply now, after bringing `desired` up to date with the cycle's policy.
+    fn due(&mut self, cycle: &Applied<'_>, now: Instant) -> bool {
+        let (commit, digest) = cycle.source;
+        if self.source.0 != commit || self.source.1 != digest {
+            self.desired = Desired::of(cycle.policy);
+            self.source = (commit.to_string(), digest.to_string());
+            self.retry_at = None;
+        }
+        match &self.done {
+            Some((applied, at)) if *applied == self.desired => now.duration_since(*at) >= RESYNC,
+            _ => self.retry_at.is_none_or(|t| now >= t),
+        }
+    }
 }
 
 /// What the HTTP server and the log show about the cluster: shared with the backend's tasks.
@@ -106,6 +144,8 @@ pub struct KubeCluster {
     failures: BTreeSet<String>,
     /// The policy's scheduler name that `--scheduler-name` overrides, once warned about.
     warned_name: Option<String>,
+    /// `--apply-queues`.
+    apply: Option<ApplyState>,
 }
 
 impl Drop for KubeCluster {
@@ -194,6 +234,7 @@ impl KubeCluster {
             problems: BTreeSet::new(),
             failures: BTreeSet::new(),
             warned_name: None,
+            apply: options.apply_queues.then(ApplyState::default),
         })
     }
 
@@ -238,7 +279,49 @@ impl Backend for KubeCluster {
 
     fn apply(&mut self, cycle: &Applied<'_>) -> Result<Vec<CallOutcome>, String> {
         if !self.status.leads() {
+            // A replica that takes the Lease applies the policy at once.
+            if let Some(apply) = &mut self.apply {
+                apply.done = None;
+            }
             return Ok(Vec::new());
+        }
+        let mut policy_calls = Vec::new();
+        if let Some(apply) = &mut self.apply
+            && let Some(runtime) = &self.runtime
+            && apply.due(cycle, Instant::now())
+        {
+            let report = runtime.block_on(self.backend.apply_policy(&apply.desired));
+            let (mut applied, mut pruned) = (0, Vec::new());
+            for s in &report.sent {
+                match (&s.call, &s.outcome) {
+                    (Call::Apply { .. }, Outcome::Done) => applied += 1,
+                    (Call::Prune { kind, name }, Outcome::Done) => {
+                        pruned.push(format!("{} {name}", kind.kind()))
+                    }
+                    (_, Outcome::Done) => {}
+                    _ => warn!("--apply-queues: {s}"),
+                }
+            }
+            for problem in &report.problems {
+                warn!("--apply-queues: {problem}");
+            }
+            info!(
+                commit = %cycle.source.0,
+                queues = apply.desired.count(Managed::Queue),
+                priority_classes = apply.desired.count(Managed::PriorityClass),
+                applied,
+                pruned = %pruned.join(", "),
+                complete = report.complete,
+                "applied the policy's Queues and PriorityClasses"
+            );
+            if report.complete {
+                apply.done = Some((apply.desired.clone(), Instant::now()));
+                apply.retry_at = None;
+            } else {
+                apply.done = None;
+                apply.retry_at = Some(Instant::now() + RETRY);
+            }
+            policy_calls = report.sent.iter().map(count).collect();
         }
         let queues = queue_numbers(cycle);
         let now = Timestamp::from_second(i64::try_from(cycle.now).unwrap_or(i64::MAX))
@@ -268,7 +351,8 @@ impl Backend for KubeCluster {
             failures.insert(line);
         }
         self.failures = failures;
-        Ok(sent.iter().map(count).collect())
+        policy_calls.extend(sent.iter().map(count));
+        Ok(policy_calls)
     }
 
     fn acts(&self) -> bool {
@@ -286,6 +370,8 @@ fn count(sent: &Sent) -> CallOutcome {
         Call::PodGroupAnnotation { .. } => "podgroup-annotation",
         Call::QueueStatus { .. } => "queue-status",
         Call::Event { .. } => "event",
+        Call::Apply { .. } => "apply",
+        Call::Prune { .. } => "prune",
     };
     let outcome = match &sent.outcome {
         Outcome::Done => "done",

@@ -70,6 +70,25 @@ pub const POD_GROUP_STATUS: Access = cluster("scheduling.run.ai", "podgroups/sta
 /// Write a Queue's allocation and fair share.
 pub const QUEUE_STATUS: Access = cluster("scheduling.run.ai", "queues/status", "patch");
 
+/// Server-side apply a policy's Queue (`--apply-queues`, `apply.rs`).
+pub const QUEUES_APPLY: Access = cluster("scheduling.run.ai", "queues", "patch");
+/// The same, for a Queue that does not exist yet: the API server checks `create` when an apply
+/// creates the object.
+pub const QUEUES_CREATE: Access = cluster("scheduling.run.ai", "queues", "create");
+/// Delete a Queue this scheduler applied that the policy no longer has.
+pub const QUEUES_DELETE: Access = cluster("scheduling.run.ai", "queues", "delete");
+/// List the PriorityClasses this scheduler applied (to prune them).
+pub const PRIORITY_CLASSES_LIST: Access = cluster("scheduling.k8s.io", "priorityclasses", "list");
+/// Server-side apply a policy's PriorityClass.
+pub const PRIORITY_CLASSES_APPLY: Access = cluster("scheduling.k8s.io", "priorityclasses", "patch");
+/// The same, for a PriorityClass that does not exist yet.
+pub const PRIORITY_CLASSES_CREATE: Access =
+    cluster("scheduling.k8s.io", "priorityclasses", "create");
+/// Delete a PriorityClass this scheduler applied that the policy no longer has (or whose value
+/// changed: a PriorityClass's value cannot be updated, only recreated).
+pub const PRIORITY_CLASSES_DELETE: Access =
+    cluster("scheduling.k8s.io", "priorityclasses", "delete");
+
 const fn lease(verb: &'static str) -> Access {
     Access {
         group: "coordination.k8s.io",
@@ -107,4 +126,15 @@ pub const ALL: &[Access] = &[
     LEASE_GET,
     LEASE_CREATE,
     LEASE_UPDATE,
+];
+
+/// What `--apply-queues` needs beyond [`ALL`]; the chart grants it only when `applyQueues` is on.
+pub const APPLY: &[Access] = &[
+    QUEUES_APPLY,
+    QUEUES_CREATE,
+    QUEUES_DELETE,
+    PRIORITY_CLASSES_LIST,
+    PRIORITY_CLASSES_APPLY,
+    PRIORITY_CLASSES_CREATE,
+    PRIORITY_CLASSES_DELETE,
 ];

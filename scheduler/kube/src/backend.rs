@@ -8,10 +8,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kai_scheduler::decision::Decision;
 use kai_scheduler::ingest::Options;
+use kube::api::{DynamicObject, ListParams};
 use tokio::sync::watch;
 
+use crate::apply::{self, Desired, Listed};
 use crate::caches::Caches;
-use crate::calls::{self, Call, Context, QueueNumbers, Reported};
+use crate::calls::{self, Call, Context, Managed, QueueNumbers, Reported};
 use crate::client::{Limits, Outcome, Sender, Sent};
 use crate::crd::PodGroupStatus;
 use crate::lease::{self, Election, Leading};
@@ -50,6 +52,17 @@ pub enum ConnectError {
     /// The client cannot be built from the configuration.
     #[error("cannot build a Kubernetes client: {0}")]
     Client(#[from] kube::Error),
+}
+
+/// What one [`KubeBackend::apply_policy`] did.
+#[derive(Debug, Default)]
+pub struct PolicyApplied {
+    /// Every call and its outcome (applies, deletions).
+    pub sent: Vec<Sent>,
+    /// What stopped part of it, in words (a list that failed; pruning held back).
+    pub problems: Vec<String>,
+    /// Every object applied and everything pruned: nothing to try again.
+    pub complete: bool,
 }
 
 /// The Kubernetes backend.
@@ -232,6 +245,106 @@ impl KubeBackend {
             }
         }
         sent
+    }
+
+    /// Applies the policy's Queues and PriorityClasses (`--apply-queues`, [`crate::apply`]) and
+    /// prunes the ones this scheduler applied that the policy no longer has. Call it only while
+    /// leading.
+    pub async fn apply_policy(&mut self, desired: &Desired) -> PolicyApplied {
+        let mut out = PolicyApplied::default();
+        let listed = match self.list_managed().await {
+            Ok(listed) => Some(listed),
+            Err(why) => {
+                out.problems.push(why);
+                None
+            }
+        };
+        for wave in desired.waves() {
+            let sent = self.sender.send(wave).await;
+            // A PriorityClass of ours whose value changed: the API server refuses the update
+            // (422); delete it and apply it again.
+            for s in sent {
+                let ours = |name: &str| {
+                    listed.as_ref().is_some_and(|l| {
+                        l.iter()
+                            .any(|o| o.kind == Managed::PriorityClass && o.name == name)
+                    })
+                };
+                match (&s.call, &s.outcome) {
+                    (
+                        Call::Apply {
+                            kind: Managed::PriorityClass,
+                            name,
+                            ..
+                        },
+                        Outcome::Failed(422, _),
+                    ) if ours(name) => {
+                        let delete = self
+                            .sender
+                            .send_one(Call::Prune {
+                                kind: Managed::PriorityClass,
+                                name: name.clone(),
+                            })
+                            .await;
+                        let deleted = matches!(delete.outcome, Outcome::Done | Outcome::Gone(_));
+                        out.sent.push(delete);
+                        out.sent.push(if deleted {
+                            self.sender.send_one(s.call.clone()).await
+                        } else {
+                            s
+                        });
+                    }
+                    _ => out.sent.push(s),
+                }
+            }
+        }
+        let applied = out
+            .sent
+            .iter()
+            .filter(|s| matches!(s.call, Call::Apply { .. }))
+            .all(|s| s.outcome == Outcome::Done);
+        match (&listed, applied) {
+            (Some(listed), true) if desired.count(Managed::Queue) > 0 => {
+                for wave in desired.prune(listed) {
+                    out.sent.extend(self.sender.send(wave).await);
+                }
+            }
+            (Some(_), true) => out
+                .problems
+                .push("the policy has no queues: nothing is pruned".to_string()),
+            (_, false) => out.problems.push(
+                "not every object could be applied: nothing is pruned until they are".to_string(),
+            ),
+            (None, true) => {}
+        }
+        out.complete = out.problems.is_empty()
+            && out
+                .sent
+                .iter()
+                .all(|s| matches!(s.outcome, Outcome::Done | Outcome::Gone(_)));
+        out
+    }
+
+    /// The Queues and PriorityClasses the cluster holds with the managed-by label.
+    async fn list_managed(&self) -> Result<Vec<Listed>, String> {
+        let mut out = Vec::new();
+        let params = ListParams::default().labels(&apply::managed_selector());
+        for kind in [Managed::Queue, Managed::PriorityClass] {
+            let api: kube::Api<DynamicObject> =
+                kube::Api::all_with(self.client.clone(), &kind.api_resource());
+            let list = api.list(&params).await.map_err(|e| {
+                format!(
+                    "cannot list the {}s this scheduler applied, so none is pruned: {e}",
+                    kind.kind()
+                )
+            })?;
+            out.extend(list.items.into_iter().map(|o| Listed {
+                kind,
+                parent: o.data["spec"]["parentQueue"].as_str().map(str::to_string),
+                name: o.metadata.name.unwrap_or_default(),
+            }));
+        }
+        Ok(out)
     }
 
     /// The leader election task: run it beside the scheduling loop (`tokio::spawn`); the loop

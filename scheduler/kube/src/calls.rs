@@ -103,6 +103,59 @@ pub enum Call {
         /// The body.
         event: Box<Event>,
     },
+    /// `PATCH` with `application/apply-patch+yaml`, field manager [`crate::apply::FIELD_MANAGER`],
+    /// conflicts forced: a policy object, server-side applied (`--apply-queues`).
+    Apply {
+        /// Which kind.
+        kind: Managed,
+        /// The object's name.
+        name: String,
+        /// The whole object as the policy lowers it.
+        object: Value,
+    },
+    /// `DELETE` of a policy object this scheduler applied that the policy no longer has.
+    Prune {
+        /// Which kind.
+        kind: Managed,
+        /// The object's name.
+        name: String,
+    },
+}
+
+/// The kinds `--apply-queues` writes (both cluster-scoped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Managed {
+    /// KAI's `scheduling.run.ai/v2` Queue.
+    Queue,
+    /// `scheduling.k8s.io/v1` PriorityClass.
+    PriorityClass,
+}
+
+impl Managed {
+    /// The kind's API resource, for a dynamic client.
+    pub fn api_resource(self) -> kube::api::ApiResource {
+        let (group, version, kind, plural) = match self {
+            Managed::Queue => ("scheduling.run.ai", "v2", "Queue", "queues"),
+            Managed::PriorityClass => (
+                "scheduling.k8s.io",
+                "v1",
+                "PriorityClass",
+                "priorityclasses",
+            ),
+        };
+        kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(group, version, kind),
+            plural,
+        )
+    }
+
+    /// The kind's name.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Managed::Queue => "Queue",
+            Managed::PriorityClass => "PriorityClass",
+        }
+    }
 }
 
 /// What the backend already told users about pending pods: pod key → the reason's sentence.

@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::access::{self, Access};
-use crate::calls::Call;
+use crate::apply::FIELD_MANAGER;
+use crate::calls::{Call, Managed};
 use crate::crd::{PodGroup, Queue};
 
 /// How hard the backend may press on the API server.
@@ -82,6 +83,22 @@ impl Call {
             Call::PodGroupAnnotation { .. } => access::POD_GROUP_ANNOTATE,
             Call::QueueStatus { .. } => access::QUEUE_STATUS,
             Call::Event { .. } => access::EVENT,
+            Call::Apply {
+                kind: Managed::Queue,
+                ..
+            } => access::QUEUES_APPLY,
+            Call::Apply {
+                kind: Managed::PriorityClass,
+                ..
+            } => access::PRIORITY_CLASSES_APPLY,
+            Call::Prune {
+                kind: Managed::Queue,
+                ..
+            } => access::QUEUES_DELETE,
+            Call::Prune {
+                kind: Managed::PriorityClass,
+                ..
+            } => access::PRIORITY_CLASSES_DELETE,
         }
     }
 
@@ -111,6 +128,11 @@ impl Call {
                 "record event {} on {namespace}/{}",
                 event.reason.as_deref().unwrap_or(""),
                 event.involved_object.name.as_deref().unwrap_or("")
+            ),
+            Call::Apply { kind, name, .. } => format!("apply {} {name}", kind.kind()),
+            Call::Prune { kind, name } => format!(
+                "delete {} {name} (applied by this scheduler, no longer in the policy)",
+                kind.kind()
             ),
         }
     }
@@ -228,6 +250,17 @@ impl Sender {
             Call::Event { namespace, event } => {
                 let events: Api<Event> = Api::namespaced(client, &namespace);
                 events.create(&post, &event).await.map(drop)
+            }
+            Call::Apply { kind, name, object } => {
+                let api: Api<DynamicObject> = Api::all_with(client, &kind.api_resource());
+                let apply = PatchParams::apply(FIELD_MANAGER).force();
+                api.patch(&name, &apply, &Patch::Apply(object))
+                    .await
+                    .map(drop)
+            }
+            Call::Prune { kind, name } => {
+                let api: Api<DynamicObject> = Api::all_with(client, &kind.api_resource());
+                api.delete(&name, &DeleteParams::default()).await.map(drop)
             }
         }
     }

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod apply;
 pub mod backend;
 pub mod caches;
 pub mod calls;

@@ -71,6 +71,8 @@ fn body(call: &Call) -> Value {
         | Call::PodGroupStatus { patch, .. }
         | Call::PodGroupAnnotation { patch, .. }
         | Call::QueueStatus { patch, .. } => patch.clone(),
+        Call::Apply { object, .. } => object.clone(),
+        Call::Prune { .. } => Value::Null,
     }
 }
 

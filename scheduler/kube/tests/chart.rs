@@ -13,13 +13,15 @@ fn chart() -> PathBuf {
 }
 
 /// The RBAC template's documents, with the lines that hold template expressions (names, labels,
-/// namespaces) left out; a rule never holds one, which the test checks first.
-fn rbac_documents() -> Vec<Value> {
+/// namespaces) left out; a rule never holds one, which the test checks first. Each comes with
+/// whether it is rendered only with `applyQueues` on.
+fn rbac_documents() -> Vec<(Value, bool)> {
     let text = std::fs::read_to_string(chart().join("templates/rbac.yaml")).unwrap();
     let mut documents = Vec::new();
     for document in text.split("\n---\n") {
         let mut in_rules = false;
         let mut kept = Vec::new();
+        let apply_only = document.contains("{{- if .Values.applyQueues }}");
         for line in document.lines() {
             if line.starts_with("rules:") {
                 in_rules = true;
@@ -32,15 +34,22 @@ fn rbac_documents() -> Vec<Value> {
             }
             kept.push(line);
         }
-        documents.push(serde_saphyr::from_str(&kept.join("\n")).unwrap());
+        documents.push((
+            serde_saphyr::from_str(&kept.join("\n")).unwrap(),
+            apply_only,
+        ));
     }
     documents
 }
 
-/// What the rendered rules grant, one permission per (group, resource, verb).
-fn granted() -> BTreeSet<(String, String, String, bool)> {
+/// What the rendered rules grant, one permission per (group, resource, verb): with
+/// `apply_queues`, the documents rendered only when `applyQueues` is on, else the others.
+fn granted(apply_queues: bool) -> BTreeSet<(String, String, String, bool)> {
     let mut out = BTreeSet::new();
-    for doc in rbac_documents() {
+    for (doc, apply_only) in rbac_documents() {
+        if apply_only != apply_queues {
+            continue;
+        }
         let kind = doc["kind"].as_str().unwrap_or("");
         let namespaced = match kind {
             "ClusterRole" => false,
@@ -78,26 +87,31 @@ fn key(a: &Access) -> (String, String, String, bool) {
 
 #[test]
 fn rbac_grants_exactly_the_permissions_the_code_uses() {
-    let used: BTreeSet<_> = access::ALL.iter().map(key).collect();
-    let granted = granted();
-    let missing: Vec<_> = used.difference(&granted).collect();
-    let extra: Vec<_> = granted.difference(&used).collect();
-    assert!(missing.is_empty(), "the chart does not grant {missing:?}");
-    assert!(
-        extra.is_empty(),
-        "the chart grants what the code never uses: {extra:?}"
-    );
+    for (list, apply_queues) in [(access::ALL, false), (access::APPLY, true)] {
+        let used: BTreeSet<_> = list.iter().map(key).collect();
+        let granted = granted(apply_queues);
+        let missing: Vec<_> = used.difference(&granted).collect();
+        let extra: Vec<_> = granted.difference(&used).collect();
+        assert!(
+            missing.is_empty(),
+            "applyQueues {apply_queues}: the chart does not grant {missing:?}"
+        );
+        assert!(
+            extra.is_empty(),
+            "applyQueues {apply_queues}: the chart grants what the code never uses: {extra:?}"
+        );
+    }
 }
 
 #[test]
 fn rbac_has_no_wildcard_and_binds_no_built_in_role() {
-    for (group, resource, verb, _) in granted() {
+    for (group, resource, verb, _) in granted(false).into_iter().chain(granted(true)) {
         assert!(
             ![&group, &resource, &verb].iter().any(|s| s.contains('*')),
             "{group} {resource} {verb}"
         );
     }
-    for doc in rbac_documents() {
+    for (doc, _) in rbac_documents() {
         if let Some(name) = doc["roleRef"]["name"].as_str() {
             assert!(
                 !["cluster-admin", "admin", "edit"].contains(&name),
@@ -109,8 +123,8 @@ fn rbac_has_no_wildcard_and_binds_no_built_in_role() {
 
 #[test]
 fn every_kind_of_call_needs_a_permission_of_the_list() {
-    use kai_scheduler_kube::calls::{self, Call};
-    let list: BTreeSet<_> = access::ALL.iter().map(key).collect();
+    use kai_scheduler_kube::calls::{self, Call, Managed};
+    let list: BTreeSet<_> = access::ALL.iter().chain(access::APPLY).map(key).collect();
     let patch = serde_json::json!({});
     let every = [
         calls::bind("ns/p", "n"),
@@ -132,6 +146,24 @@ fn every_kind_of_call_needs_a_permission_of_the_list() {
         Call::Event {
             namespace: "ns".into(),
             event: Box::default(),
+        },
+        Call::Apply {
+            kind: Managed::Queue,
+            name: "q".into(),
+            object: serde_json::json!({}),
+        },
+        Call::Apply {
+            kind: Managed::PriorityClass,
+            name: "p".into(),
+            object: serde_json::json!({}),
+        },
+        Call::Prune {
+            kind: Managed::Queue,
+            name: "q".into(),
+        },
+        Call::Prune {
+            kind: Managed::PriorityClass,
+            name: "p".into(),
         },
     ];
     for call in every {

@@ -7,7 +7,7 @@ use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kai_scheduler_kube::access;
-use kai_scheduler_kube::calls::{self, Call, QueueNumbers};
+use kai_scheduler_kube::calls::{self, Call, Managed, QueueNumbers};
 use kai_scheduler_kube::client::{Limits, Outcome, Sender, Sent};
 use kai_scheduler_kube::lease::{self, Election, Leading, Step, step};
 use kube::client::Body;
@@ -26,6 +26,7 @@ fn mock_client() -> (kube::Client, ApiServer) {
 struct Seen {
     method: Method,
     path: String,
+    query: String,
     content_type: Option<String>,
     body: Value,
 }
@@ -38,6 +39,7 @@ async fn answer(server: &mut ApiServer, status: u16, body: Value) -> Seen {
     let seen = Seen {
         method: parts.method,
         path: parts.uri.path().to_string(),
+        query: parts.uri.query().unwrap_or("").to_string(),
         content_type: parts
             .headers
             .get("content-type")
@@ -243,6 +245,56 @@ async fn status_patches_go_to_the_status_subresources_with_the_right_patch_types
         unreachable!()
     };
     assert_eq!(seen[0].body, patch);
+}
+
+#[tokio::test]
+async fn apply_is_a_forced_server_side_apply_by_kai_policy_and_prune_a_delete() {
+    let queue = json!({
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+        "metadata": { "name": "a", "labels": { "app.kubernetes.io/managed-by": "kai-policy" } },
+        "spec": { "resources": { "gpu": { "quota": 4.0, "limit": -1.0, "overQuotaWeight": 1.0 } } }
+    });
+    let (sent, seen) = exchange(
+        vec![
+            Call::Apply {
+                kind: Managed::Queue,
+                name: "a".into(),
+                object: queue.clone(),
+            },
+            Call::Prune {
+                kind: Managed::PriorityClass,
+                name: "old".into(),
+            },
+        ],
+        vec![
+            (200, queue.clone()),
+            (
+                200,
+                json!({ "apiVersion": "v1", "kind": "Status", "status": "Success", "code": 200 }),
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(seen[0].method, Method::PATCH);
+    assert_eq!(seen[0].path, "/apis/scheduling.run.ai/v2/queues/a");
+    let query: Vec<&str> = seen[0]
+        .query
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .collect();
+    assert_eq!(query.len(), 2, "{query:?}");
+    assert!(query.contains(&"force=true") && query.contains(&"fieldManager=kai-policy"));
+    assert_eq!(
+        seen[0].content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(seen[0].body, queue);
+    assert_eq!(seen[1].method, Method::DELETE);
+    assert_eq!(
+        seen[1].path,
+        "/apis/scheduling.k8s.io/v1/priorityclasses/old"
+    );
+    assert!(sent.iter().all(|s| s.outcome == Outcome::Done), "{sent:?}");
 }
 
 #[tokio::test]
