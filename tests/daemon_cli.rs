@@ -1288,3 +1288,126 @@ fn apply_queues_prunes_nothing_while_an_object_cannot_be_applied() {
     );
     assert_eq!(daemon.terminate().0, 0);
 }
+
+/// A pod of queue `a` bound to `node`, running, asking for `gpus` GPUs.
+fn running_pod(name: &str, node: &str, gpus: u32) -> Value {
+    let mut pod = pending_pod(name);
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = json!(gpus.to_string());
+    pod["spec"]["nodeName"] = json!(node);
+    pod["status"] = json!({ "phase": "Running", "startTime": "2026-01-01T00:01:00Z" });
+    pod
+}
+
+/// How many bindings of `pod` (`namespace/name`) were posted, accepted or not.
+fn binds_of(state: &fake_apiserver::State, pod: &str) -> Vec<String> {
+    state
+        .bindings
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == pod)
+        .map(|(_, b)| b["target"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_watches_carry_a_node_going_not_ready_a_deleted_pod_a_bind_conflict_and_a_server_away_and_back()
+ {
+    let api = FakeApi::start(
+        vec![node("n1"), node("n2")],
+        vec![running_pod("big", "n1", 8)],
+    );
+    let state = api.state.clone();
+    let (dir, repo) = kube_setup(&api);
+    let mut daemon = Daemon::spawn(
+        dir.path(),
+        &repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+        ],
+    );
+    daemon.wait_log(|l| l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups)");
+    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+
+    // n2 goes NotReady (its kubelet stopped reporting); n1 is full: a new pod waits.
+    state.change_node("n2", |n| {
+        n["status"]["conditions"] = json!([{ "type": "Ready", "status": "Unknown" }]);
+        n["spec"]["taints"] =
+            json!([{ "key": "node.kubernetes.io/unreachable", "effect": "NoSchedule" }]);
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    state.add_pod(pending_pod("p1"));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        binds_of(&state, "a/p1").is_empty(),
+        "n2 is not ready and n1 is full"
+    );
+
+    // The pod that filled n1 is deleted: p1 goes to n1.
+    state.delete_pod("a", "big");
+    eventually("p1 bound", || !binds_of(&state, "a/p1").is_empty());
+    assert_eq!(binds_of(&state, "a/p1"), ["n1"]);
+
+    // p2 is bound by someone else before our bind arrives (the watch still shows it pending):
+    // the bind gets 409 and is reported as a conflict; once the watch shows the pod bound,
+    // nothing more is sent for it, and its GPU counts on n1.
+    let mut p2 = running_pod("p2", "n1", 1);
+    p2["metadata"]["resourceVersion"] = json!(state.next_version());
+    state.pods.lock().unwrap().push(p2.clone());
+    state.pod_event("ADDED", &pending_pod("p2"));
+    eventually("a bind of p2", || !binds_of(&state, "a/p2").is_empty());
+    eventually("the conflict counted", || {
+        metric(
+            &daemon.get("/metrics").1,
+            "kai_api_calls_total{call=\"bind\",outcome=\"conflict\"}",
+        )
+        .is_some_and(|n| n >= 1.0)
+    });
+    state.pod_event("MODIFIED", &p2);
+    std::thread::sleep(Duration::from_millis(500));
+    let tries = binds_of(&state, "a/p2").len();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        binds_of(&state, "a/p2").len(),
+        tries,
+        "no bind once the watch shows p2 bound"
+    );
+
+    // The API server goes away for a second; a pod created meanwhile is found when it comes
+    // back (the watches list again) and bound. The daemon stays alive throughout. (Longer away
+    // means longer to come back: kube-runtime's watcher backs off as client-go's reflector
+    // does, 0.8 s doubling to 30 s, reset after 2 min without errors.)
+    state.go_away();
+    state.pods.lock().unwrap().push(pending_pod("p3"));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(daemon.get("/healthz").0, 200);
+    state.come_back();
+    eventually("p3 bound after the server came back", || {
+        state
+            .bindings
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(p, _)| p == "a/p3")
+    });
+    // n1 holds p1 and p2 (2 of 8) and n2 is still NotReady: p3 went to n1.
+    assert_eq!(binds_of(&state, "a/p3"), ["n1"]);
+    daemon.wait_log(|l| l["fields"]["message"] == "the Pod watch is back");
+    let (status, logs) = daemon.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
+    // Each watch says once that it failed, however many retries it took, and why; kube's own
+    // context-free "failed with status 503" lines are not shown.
+    let failed = logs
+        .iter()
+        .filter(|l| l.contains("the Pod watch failed, retrying with backoff"))
+        .count();
+    assert_eq!(failed, 1, "{}", logs.join("\n"));
+    assert!(
+        !logs.iter().any(|l| l.contains("\"failed with status")),
+        "{}",
+        logs.join("\n")
+    );
+}

@@ -11,7 +11,9 @@
 //! annotations and fields replaced; a PriorityClass's `value` cannot change, 422, as the API
 //! server says) and deleted. Anything else is recorded and answered 404.
 //! A test drives it: it can hold the first lists back, change the pods without telling the
-//! watch, end the pod watch with a `410 Gone` error event, and make the Lease fail.
+//! watch, send watch events for Nodes and Pods (a node going NotReady, a pod deleted), end the
+//! pod watch with a `410 Gone` error event, make the Lease fail, and take the whole server away
+//! (every request 503, open watches closed) and back.
 //!
 //! It is not an API server: no authentication, no validation, no field selectors, no paging,
 //! one resourceVersion counter for everything. It stands in for one only as far as kube-rs's
@@ -50,22 +52,83 @@ pub struct State {
     pub lease_fails: AtomicBool,
     /// Lists wait while set.
     pub hold_lists: AtomicBool,
+    /// Every request answers 503 while set (see [`State::go_away`]).
+    pub away: AtomicBool,
+    /// The resourceVersion when the server last went away: a watch resumed from an older one
+    /// is told `410 Gone` (the restarted server has no history before it), so the client lists
+    /// again.
+    history_from: AtomicU64,
     /// Every request, in order.
     pub requests: Mutex<Vec<Seen>>,
     /// The bodies of the bindings posted: (pod path, body).
     pub bindings: Mutex<Vec<(String, Value)>>,
-    pod_events: broadcast::Sender<Value>,
+    /// Watch events: (collection path, event); `None` closes every open watch.
+    events: broadcast::Sender<Option<(String, Value)>>,
     version: AtomicU64,
 }
 
 impl State {
-    fn next_version(&self) -> String {
+    /// The next resourceVersion of the server's one counter.
+    pub fn next_version(&self) -> String {
         (self.version.fetch_add(1, Ordering::SeqCst) + 1).to_string()
     }
 
     /// Sends a watch event on the pod watches open now.
     pub fn pod_event(&self, kind: &str, pod: &Value) {
-        let _ = self.pod_events.send(json!({ "type": kind, "object": pod }));
+        self.event("/api/v1/pods", kind, pod);
+    }
+
+    fn event(&self, path: &str, kind: &str, object: &Value) {
+        let _ = self.events.send(Some((
+            path.to_string(),
+            json!({ "type": kind, "object": object }),
+        )));
+    }
+
+    /// Changes a node and tells the node watches.
+    pub fn change_node(&self, name: &str, change: impl FnOnce(&mut Value)) {
+        let node = {
+            let mut nodes = self.nodes.lock().unwrap();
+            let node = nodes
+                .iter_mut()
+                .find(|n| n["metadata"]["name"] == name)
+                .expect("the node exists");
+            change(node);
+            node["metadata"]["resourceVersion"] = json!(self.next_version());
+            node.clone()
+        };
+        self.event("/api/v1/nodes", "MODIFIED", &node);
+    }
+
+    /// Deletes a pod and tells the pod watches.
+    pub fn delete_pod(&self, namespace: &str, name: &str) {
+        let pod = {
+            let mut pods = self.pods.lock().unwrap();
+            let at = pods
+                .iter()
+                .position(|p| {
+                    p["metadata"]["namespace"] == namespace && p["metadata"]["name"] == name
+                })
+                .expect("the pod exists");
+            let mut pod = pods.remove(at);
+            pod["metadata"]["resourceVersion"] = json!(self.next_version());
+            pod
+        };
+        self.pod_event("DELETED", &pod);
+    }
+
+    /// The server goes away: every request answers 503 and the open watches are closed, as
+    /// when an API server restarts behind its load balancer. [`State::come_back`] ends it.
+    pub fn go_away(&self) {
+        self.away.store(true, Ordering::SeqCst);
+        self.history_from
+            .store(self.version.load(Ordering::SeqCst) + 1, Ordering::SeqCst);
+        let _ = self.events.send(None);
+    }
+
+    /// The server answers again.
+    pub fn come_back(&self) {
+        self.away.store(false, Ordering::SeqCst);
     }
 
     /// Adds a pod and tells the pod watches.
@@ -77,11 +140,12 @@ impl State {
 
     /// Ends every open pod watch with the error a compacted resourceVersion gives: `410 Gone`.
     pub fn expire_pod_watch(&self) {
-        let _ = self.pod_events.send(json!({
-            "type": "ERROR",
-            "object": { "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
-                        "reason": "Expired", "message": "too old resource version" }
-        }));
+        self.event(
+            "/api/v1/pods",
+            "ERROR",
+            &json!({ "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
+                     "reason": "Expired", "message": "too old resource version" }),
+        );
     }
 
     /// How many times `path` was listed (GET without `watch`).
@@ -122,7 +186,7 @@ impl FakeApi {
 
     /// Starts serving `nodes`, `pods` and PodGroups.
     pub fn start_with_groups(nodes: Vec<Value>, pods: Vec<Value>, groups: Vec<Value>) -> FakeApi {
-        let (pod_events, _) = broadcast::channel(64);
+        let (events, _) = broadcast::channel(64);
         let state = Arc::new(State {
             nodes: Mutex::new(nodes),
             pods: Mutex::new(pods),
@@ -132,9 +196,11 @@ impl FakeApi {
             lease: Mutex::new(None),
             lease_fails: AtomicBool::new(false),
             hold_lists: AtomicBool::new(false),
+            away: AtomicBool::new(false),
+            history_from: AtomicU64::new(0),
             requests: Mutex::new(Vec::new()),
             bindings: Mutex::new(Vec::new()),
-            pod_events,
+            events,
             version: AtomicU64::new(100),
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -267,11 +333,24 @@ async fn handle(
         body: body.clone(),
     });
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if state.away.load(Ordering::SeqCst) {
+        return answer(
+            503,
+            &status(503, "ServiceUnavailable", "the API server is away"),
+        );
+    }
 
     if method == Method::GET
         && let Some((api_version, kind)) = collection(&path)
     {
         if is_watch(&query) {
+            let from = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("resourceVersion="))
+                .and_then(|v| v.parse::<u64>().ok());
+            if from.is_some_and(|v| v < state.history_from.load(Ordering::SeqCst)) {
+                return gone_watch();
+            }
             return watch(&state, &path);
         }
         while state.hold_lists.load(Ordering::SeqCst) {
@@ -476,18 +555,35 @@ async fn handle(
     )
 }
 
-/// A watch: for pods, the events the test sends until it ends the watch with an error; for the
-/// other kinds, nothing, held open.
+/// A watch that ends at once with `410 Gone`: the resourceVersion asked for is older than the
+/// server's history.
+fn gone_watch() -> Response {
+    let event = json!({ "type": "ERROR", "object": {
+        "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
+        "reason": "Expired", "message": "too old resource version" } });
+    let mut line = serde_json::to_vec(&event).unwrap();
+    line.push(b'\n');
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(Body::from(line))
+        .unwrap()
+}
+
+/// A watch: the events the test sends for this collection (Nodes and Pods), until an error
+/// event or the server going away ends it; for the other kinds, nothing, held open until then.
 fn watch(state: &State, path: &str) -> Response {
-    let events = if path == "/api/v1/pods" {
-        let rx = state.pod_events.subscribe();
-        futures::stream::unfold((rx, false), |(mut rx, ended)| async move {
+    let rx = state.events.subscribe();
+    let path = path.to_string();
+    let events = futures::stream::unfold((rx, false), move |(mut rx, ended)| {
+        let path = path.clone();
+        async move {
             if ended {
                 return None;
             }
             loop {
                 match rx.recv().await {
-                    Ok(event) => {
+                    Ok(Some((at, event))) if at == path => {
                         let ended = event["type"] == "ERROR";
                         let mut line = serde_json::to_vec(&event).unwrap();
                         line.push(b'\n');
@@ -496,15 +592,13 @@ fn watch(state: &State, path: &str) -> Response {
                             (rx, ended),
                         ));
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return None,
+                    Ok(Some(_)) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Ok(None) | Err(broadcast::error::RecvError::Closed) => return None,
                 }
             }
-        })
-        .boxed()
-    } else {
-        futures::stream::pending().boxed()
-    };
+        }
+    })
+    .boxed();
     Response::builder()
         .status(200)
         .header("content-type", "application/json")

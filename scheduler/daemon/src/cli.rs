@@ -280,13 +280,24 @@ fn parse_speed(text: &str) -> Result<f64, String> {
 }
 
 fn run_command(args: RunArgs) -> Result<u8, String> {
-    let logs = tracing_subscriber::fmt()
+    use tracing_subscriber::prelude::*;
+    // kube-client logs every refused request as a bare "failed with status N" error; the
+    // backend reports each call's outcome (and each watch's failure) itself, with what it was.
+    let quiet = tracing_subscriber::filter::filter_fn(|meta| {
+        !meta.target().starts_with("kube_client::client::builder")
+            && meta.level() <= &tracing::Level::INFO
+    });
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(human_style() == HumanStyle::Colour);
     match args.log_format {
-        Format::Json => logs.json().init(),
-        Format::Human => logs.init(),
+        Format::Json => tracing_subscriber::registry()
+            .with(logs.json().with_filter(quiet))
+            .init(),
+        Format::Human => tracing_subscriber::registry()
+            .with(logs.with_filter(quiet))
+            .init(),
     }
     let credentials = credentials(&args)?;
     let cluster = cluster_options(&args)?;

@@ -26,7 +26,7 @@ pub struct Caches {
     _tasks: JoinSet<()>,
 }
 
-fn follow<K>(api: Api<K>, tasks: &mut JoinSet<()>) -> Store<K>
+fn follow<K>(api: Api<K>, kind: &'static str, tasks: &mut JoinSet<()>) -> Store<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -40,12 +40,27 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
-        .applied_objects();
+        .reflect(writer);
     tasks.spawn(async move {
         futures::pin_mut!(stream);
         // Errors are retried by the backoff; the store keeps the last good state meanwhile.
-        while stream.next().await.is_some() {}
+        // The first error of a run is a warning, its repeats are debug, the recovery is info,
+        // so an API server away for a minute makes two lines, not one per retry.
+        let mut failing = false;
+        while let Some(item) = stream.next().await {
+            match item {
+                Err(e) if !failing => {
+                    tracing::warn!("the {kind} watch failed, retrying with backoff: {e}");
+                    failing = true;
+                }
+                Err(e) => tracing::debug!("the {kind} watch failed again: {e}"),
+                Ok(_) if failing => {
+                    tracing::info!("the {kind} watch is back");
+                    failing = false;
+                }
+                Ok(_) => {}
+            }
+        }
     });
     reader
 }
@@ -55,10 +70,10 @@ impl Caches {
     pub fn start(client: kube::Client) -> Caches {
         let mut tasks = JoinSet::new();
         Caches {
-            nodes: follow(Api::all(client.clone()), &mut tasks),
-            pods: follow(Api::all(client.clone()), &mut tasks),
-            groups: follow(Api::all(client.clone()), &mut tasks),
-            queues: follow(Api::all(client), &mut tasks),
+            nodes: follow(Api::all(client.clone()), "Node", &mut tasks),
+            pods: follow(Api::all(client.clone()), "Pod", &mut tasks),
+            groups: follow(Api::all(client.clone()), "PodGroup", &mut tasks),
+            queues: follow(Api::all(client), "Queue", &mut tasks),
             _tasks: tasks,
         }
     }
