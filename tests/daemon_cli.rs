@@ -1411,3 +1411,71 @@ fn the_watches_carry_a_node_going_not_ready_a_deleted_pod_a_bind_conflict_and_a_
         logs.join("\n")
     );
 }
+
+fn replica(cwd: &Path, repo: &str, name: &str) -> Daemon {
+    Daemon::spawn(
+        cwd,
+        repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+            "--leader-elect-lease",
+            "kai-scheduler",
+            "--leader-elect-namespace",
+            "kai-system",
+            "--leader-elect-identity",
+            name,
+            "--leader-elect-duration",
+            "30s",
+            "--leader-elect-renew",
+            "300ms",
+        ],
+    )
+}
+
+#[test]
+fn two_replicas_hand_over_the_lease_at_shutdown_and_never_bind_twice() {
+    let api = FakeApi::start(vec![node("n1")], Vec::new());
+    let state = api.state.clone();
+    let (dir, repo) = kube_setup(&api);
+    // Two replicas, each in a folder of its own (state, kubeconfig), one policy repository.
+    let second = dir.path().join("second");
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::write(second.join("kubeconfig"), api.kubeconfig()).unwrap();
+    let a = replica(dir.path(), &repo, "replica-a");
+    a.wait_policy(|p| p["cluster"]["leading"] == "yes");
+    let b = replica(&second, &repo, "replica-b");
+    b.wait_policy(|p| p["cluster"]["leading"] == "no (the Lease is held by replica-a)");
+
+    state.add_pod(pending_pod("p"));
+    eventually("p bound", || !binds_of(&state, "a/p").is_empty());
+
+    // a stops (a rolling update): it gives the Lease up, and b leads at its next round instead
+    // of waiting out the Lease's 30 s.
+    let stopped = Instant::now();
+    let (status, logs) = a.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("released the Lease: another replica may lead at once")),
+        "{}",
+        logs.join("\n")
+    );
+    let (_, took) = b.wait_policy(|p| p["cluster"]["leading"] == "yes");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "b led {took:?} after a stopped"
+    );
+    let lease = state.lease.lock().unwrap().clone().unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-b");
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+
+    state.add_pod(pending_pod("q"));
+    eventually("q bound by b", || !binds_of(&state, "a/q").is_empty());
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(binds_of(&state, "a/p").len(), 1, "p was bound once");
+    assert_eq!(binds_of(&state, "a/q").len(), 1, "q was bound once");
+    assert_eq!(b.terminate().0, 0);
+}

@@ -60,4 +60,8 @@ pub trait Backend: Send {
     fn acts(&self) -> bool {
         true
     }
+
+    /// The daemon is stopping: give up what this replica holds (Kubernetes: the Lease, so
+    /// another replica leads at once). Called once, from a blocking thread, after the last cycle.
+    fn stop(&mut self) {}
 }

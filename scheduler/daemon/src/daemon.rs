@@ -451,6 +451,11 @@ async fn schedule(
         }
     }
     state.persist();
+    if let Some(mut backend) = state.backend.take() {
+        tokio::task::spawn_blocking(move || backend.stop())
+            .await
+            .map_err(|e| format!("stopping the cluster backend failed: {e}"))?;
+    }
     Ok(())
 }
 

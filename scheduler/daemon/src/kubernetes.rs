@@ -146,6 +146,9 @@ pub struct KubeCluster {
     warned_name: Option<String>,
     /// `--apply-queues`.
     apply: Option<ApplyState>,
+    /// The Lease this replica competes for, to give up at shutdown, and the task competing.
+    election: Option<Election>,
+    lease_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for KubeCluster {
@@ -197,7 +200,8 @@ impl KubeCluster {
             }
         });
 
-        if let Some(election) = options.election {
+        let mut lease_task = None;
+        if let Some(election) = options.election.clone() {
             status.elected.store(true, Ordering::Release);
             info!(
                 lease = %format!("{}/{}", election.namespace, election.name),
@@ -208,7 +212,7 @@ impl KubeCluster {
                 let _guard = runtime.enter();
                 backend.elect(election)
             };
-            runtime.spawn(task);
+            lease_task = Some(runtime.spawn(task));
             let s = status.clone();
             runtime.spawn(async move {
                 while rx.changed().await.is_ok() {
@@ -235,6 +239,8 @@ impl KubeCluster {
             failures: BTreeSet::new(),
             warned_name: None,
             apply: options.apply_queues.then(ApplyState::default),
+            election: options.election,
+            lease_task,
         })
     }
 
@@ -357,6 +363,30 @@ impl Backend for KubeCluster {
 
     fn acts(&self) -> bool {
         self.status.leads()
+    }
+
+    fn stop(&mut self) {
+        let (Some(election), Some(runtime)) = (&self.election, &self.runtime) else {
+            return;
+        };
+        // No more rounds: one after the release would take the Lease straight back.
+        if let Some(task) = self.lease_task.take() {
+            task.abort();
+            let _ = runtime.block_on(task);
+        }
+        // Bounded: an API server that does not answer must not hold the shutdown up; the
+        // Lease then expires by itself.
+        let released = runtime.block_on(async {
+            tokio::time::timeout(election.period, self.backend.release(election)).await
+        });
+        match released {
+            Ok(Ok(true)) => info!("released the Lease: another replica may lead at once"),
+            Ok(Ok(false)) => {}
+            Ok(Err(outcome)) => {
+                warn!("could not release the Lease ({outcome}); it expires by itself")
+            }
+            Err(_) => warn!("releasing the Lease took too long; it expires by itself"),
+        }
     }
 }
 

@@ -347,6 +347,13 @@ impl KubeBackend {
         Ok(out)
     }
 
+    /// Gives up the Lease if this replica holds it (at shutdown), so another replica takes over
+    /// at once.
+    pub async fn release(&self, election: &Election) -> Result<bool, crate::client::Outcome> {
+        let api: kube::Api<Lease> = kube::Api::namespaced(self.client.clone(), &election.namespace);
+        lease::release(&api, election).await
+    }
+
     /// The leader election task: run it beside the scheduling loop (`tokio::spawn`); the loop
     /// calls [`KubeBackend::apply`] only while the receiver says [`Leading::leads`].
     pub fn elect(

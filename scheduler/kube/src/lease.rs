@@ -149,6 +149,35 @@ fn failure(e: kube::Error, needed: access::Access) -> Outcome {
     }
 }
 
+/// Gives the Lease up, if this replica holds it: the holder is cleared (with the
+/// resourceVersion read, so a Lease another replica has taken meanwhile is left alone), and a
+/// follower takes it at its next round instead of waiting out the duration — client-go's
+/// `ReleaseOnCancel`. Returns whether it was released.
+pub async fn release(api: &Api<Lease>, election: &Election) -> Result<bool, Outcome> {
+    let Some(mut lease) = api
+        .get_opt(&election.name)
+        .await
+        .map_err(|e| failure(e, access::LEASE_GET))?
+    else {
+        return Ok(false);
+    };
+    let Some(spec) = lease.spec.as_mut() else {
+        return Ok(false);
+    };
+    if spec.holder_identity.as_deref() != Some(election.identity.as_str()) {
+        return Ok(false);
+    }
+    let now = MicroTime(Timestamp::now());
+    spec.holder_identity = None;
+    spec.lease_duration_seconds = Some(1);
+    spec.renew_time = Some(now.clone());
+    spec.acquire_time = Some(now);
+    api.replace(&election.name, &PostParams::default(), &lease)
+        .await
+        .map_err(|e| failure(e, access::LEASE_UPDATE))?;
+    Ok(true)
+}
+
 /// Competes for the Lease until every receiver of `leading` is gone, publishing the result of
 /// each round. Run it as its own task beside the scheduling loop, which acts only while
 /// `leading.borrow().leads()`.

@@ -432,6 +432,51 @@ fn the_lease_is_taken_when_absent_or_expired_renewed_when_ours_and_followed_othe
     assert_eq!(spec.acquire_time.unwrap().0, at("2026-05-01T11:00:00Z"));
 }
 
+#[test]
+fn a_released_lease_is_taken_at_once() {
+    // What `lease::release` leaves: no holder. Another replica takes it without waiting out
+    // the duration, even though it was renewed a moment ago.
+    let mut released = held_by("replica-b", "2026-05-01T12:00:09.000000Z", 3);
+    released.spec.as_mut().unwrap().holder_identity = None;
+    let Step::Update(taken) = step(&election(), Some(&released), at("2026-05-01T12:00:10Z")) else {
+        panic!("released: take it")
+    };
+    let spec = taken.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("replica-a"));
+    assert_eq!(spec.lease_transitions, Some(4));
+}
+
+#[tokio::test]
+async fn the_leader_releases_its_lease_and_leaves_anothers_alone() {
+    let (client, mut server) = mock_client();
+    let api = leases(client);
+    let release = tokio::spawn(async move { lease::release(&api, &election()).await });
+    let mine = held_by("replica-a", "2026-05-01T12:00:09.000000Z", 2);
+    answer(&mut server, 200, serde_json::to_value(&mine).unwrap()).await;
+    let update = answer(&mut server, 200, json!({})).await;
+    assert_eq!(
+        (update.method, update.path.as_str()),
+        (Method::PUT, LEASE_PATH)
+    );
+    assert_eq!(update.body["metadata"]["resourceVersion"], "41");
+    assert!(
+        update.body["spec"].get("holderIdentity").is_none(),
+        "{}",
+        update.body
+    );
+    assert_eq!(update.body["spec"]["leaseDurationSeconds"], 1);
+    assert_eq!(update.body["spec"]["leaseTransitions"], 2);
+    assert_eq!(release.await.unwrap(), Ok(true));
+
+    // Held by another replica (it took over meanwhile): nothing is written.
+    let (client, mut server) = mock_client();
+    let api = leases(client);
+    let release = tokio::spawn(async move { lease::release(&api, &election()).await });
+    let theirs = held_by("replica-b", "2026-05-01T12:00:09.000000Z", 3);
+    answer(&mut server, 200, serde_json::to_value(&theirs).unwrap()).await;
+    assert_eq!(release.await.unwrap(), Ok(false));
+}
+
 fn leases(client: kube::Client) -> kube::Api<Lease> {
     kube::Api::namespaced(client, "kai-system")
 }
