@@ -353,6 +353,8 @@ impl Owners {
         queue_label: &str,
     ) -> Grouping {
         let mut top = first.clone();
+        // The owners walked, from the pod's up to the top.
+        let mut walked = vec![first.clone()];
         let mut chain: Vec<(String, String, String)> = Vec::new();
         for _ in 0..16 {
             let key = (namespace.to_string(), top.kind.clone(), top.name.clone());
@@ -361,7 +363,10 @@ impl Owners {
             };
             chain.push(key);
             match &o.parent {
-                Some(p) if !chain.iter().any(|k| k.1 == p.kind && k.2 == p.name) => top = p.clone(),
+                Some(p) if !chain.iter().any(|k| k.1 == p.kind && k.2 == p.name) => {
+                    top = p.clone();
+                    walked.push(top.clone());
+                }
                 _ => break,
             }
         }
@@ -370,10 +375,16 @@ impl Owners {
                 o.used = true;
             }
         }
-        let found = chain
-            .last()
-            .filter(|k| k.1 == top.kind && k.2 == top.name)
-            .and_then(|k| self.by_key.get(k));
+        // A CronJob's runs are separate workloads: KAI's CronJob grouper groups each by its Job
+        // (`plugins/cronjobs/crobjob-grouper.go: GetPodGroupMetadata`), not by the CronJob.
+        if top.kind == "CronJob"
+            && let [.., job, _] = walked.as_slice()
+        {
+            top = job.clone();
+        }
+        let found = self
+            .by_key
+            .get(&(namespace.to_string(), top.kind.clone(), top.name.clone()));
         let kind = top.kind.as_str();
         let label = |key: &str| {
             found
