@@ -761,7 +761,9 @@ fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_sto
     state
         .hold_lists
         .store(false, std::sync::atomic::Ordering::SeqCst);
-    daemon.wait_log(|l| l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups)");
+    daemon.wait_log(|l| {
+        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
+    });
     eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
     let (p, _) = daemon.wait_policy(|p| p["cluster"]["leading"] == "yes");
     assert_eq!(p["cluster"]["kind"], "kubernetes");
@@ -1329,7 +1331,9 @@ fn the_watches_carry_a_node_going_not_ready_a_deleted_pod_a_bind_conflict_and_a_
             "kai-scheduler",
         ],
     );
-    daemon.wait_log(|l| l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups)");
+    daemon.wait_log(|l| {
+        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
+    });
     eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
 
     // n2 goes NotReady (its kubelet stopped reporting); n1 is full: a new pod waits.
@@ -1478,4 +1482,108 @@ fn two_replicas_hand_over_the_lease_at_shutdown_and_never_bind_twice() {
     assert_eq!(binds_of(&state, "a/p").len(), 1, "p was bound once");
     assert_eq!(binds_of(&state, "a/q").len(), 1, "q was bound once");
     assert_eq!(b.terminate().0, 0);
+}
+
+/// A pending pod of the JobSet `train`'s first worker Job, as the JobSet controller makes it:
+/// owned by the Job, labelled with its replica (and the queue, from the pod template).
+fn jobset_worker(name: &str) -> Value {
+    let mut pod = pending_pod(name);
+    pod["metadata"]["labels"] = json!({
+        "kai.scheduler/queue": "a",
+        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+        "jobset.sigs.k8s.io/job-index": "0"
+    });
+    pod["metadata"]["ownerReferences"] = json!([{ "apiVersion": "batch/v1", "kind": "Job",
+        "name": "train-workers-0", "uid": "uid-job", "controller": true }]);
+    pod
+}
+
+#[test]
+fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
+    // n1 has 8 GPUs, 7 of them held: one GPU free for the JobSet's two one-GPU workers.
+    let api = FakeApi::start(
+        vec![node("n1")],
+        vec![
+            running_pod("big", "n1", 7),
+            jobset_worker("w0"),
+            jobset_worker("w1"),
+        ],
+    );
+    let state = api.state.clone();
+    // JobSets are served (the CRD is installed) but hold nothing yet; the Kubeflow, Ray and
+    // LeaderWorkerSet CRDs are not installed at all (their lists answer 404).
+    state
+        .others
+        .lock()
+        .unwrap()
+        .insert("/apis/jobset.x-k8s.io/v1alpha2/jobsets".into(), Vec::new());
+    let (dir, repo) = kube_setup(&api);
+    let mut daemon = Daemon::spawn(
+        dir.path(),
+        &repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+        ],
+    );
+    // Kinds that are not installed do not hold readiness back.
+    daemon.wait_log(|l| {
+        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
+    });
+    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    daemon.wait_log(|l| {
+        l["fields"]["message"].as_str().is_some_and(|m| {
+            m.starts_with("PyTorchJob (kubeflow.org/v1) is not served by this cluster")
+        })
+    });
+
+    // The workers' Job is not listed yet (the watches carry objects one kind at a time): the
+    // workers wait for it rather than go one by one (as a Job's pods of a group of one each,
+    // one would take the free GPU).
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(binds_of(&state, "a/w0").is_empty() && binds_of(&state, "a/w1").is_empty());
+
+    // The Job and its JobSet arrive. The two workers are one gang of two (the replica's
+    // parallelism) and one GPU is free: nothing is bound.
+    state.add_other(
+        "/apis/batch/v1/jobs",
+        json!({ "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": { "name": "train-workers-0", "namespace": "a", "uid": "uid-job",
+                              "ownerReferences": [{ "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                                  "kind": "JobSet", "name": "train", "uid": "uid-train",
+                                  "controller": true }] },
+                "spec": { "parallelism": 2, "completions": 2 } }),
+    );
+    state.add_other(
+        "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
+        json!({ "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": { "name": "train", "namespace": "a", "uid": "uid-train",
+                              "labels": { "kai.scheduler/queue": "a" } },
+                "spec": { "replicatedJobs": [{ "name": "workers", "replicas": 1,
+                    "template": { "spec": { "parallelism": 2, "completions": 2 } } }] } }),
+    );
+    eventually("w0 told why it waits", || {
+        state.requests.lock().unwrap().iter().any(|r| {
+            r.method == "PATCH"
+                && r.path == "/api/v1/namespaces/a/pods/w0/status"
+                && r.body.to_string().contains("Unschedulable")
+        })
+    });
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        binds_of(&state, "a/w0").is_empty() && binds_of(&state, "a/w1").is_empty(),
+        "a gang of two on one free GPU"
+    );
+
+    // The big pod ends: both workers go in one cycle.
+    state.delete_pod("a", "big");
+    eventually("both workers bound", || {
+        !binds_of(&state, "a/w0").is_empty() && !binds_of(&state, "a/w1").is_empty()
+    });
+    assert_eq!(binds_of(&state, "a/w0"), ["n1"]);
+    assert_eq!(binds_of(&state, "a/w1"), ["n1"]);
+    let (status, logs) = daemon.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
 }

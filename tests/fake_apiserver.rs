@@ -9,7 +9,9 @@
 //! Events, and one coordination Lease. For `--apply-queues`: Queues and PriorityClasses are
 //! listed (with an equality `labelSelector`), server-side applied (created, or their labels,
 //! annotations and fields replaced; a PriorityClass's `value` cannot change, 422, as the API
-//! server says) and deleted. Anything else is recorded and answered 404.
+//! server says) and deleted. The owner kinds grouping reads are listed and watched from
+//! `others` (the built-in ones served empty by default; a CRD's collection absent from it answers
+//! a bare 404, as when the CRD is not installed). Anything else is recorded and answered 404.
 //! A test drives it: it can hold the first lists back, change the pods without telling the
 //! watch, send watch events for Nodes and Pods (a node going NotReady, a pod deleted), end the
 //! pod watch with a `410 Gone` error event, make the Lease fail, and take the whole server away
@@ -19,6 +21,7 @@
 //! one resourceVersion counter for everything. It stands in for one only as far as kube-rs's
 //! client and watcher need.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,6 +50,10 @@ pub struct State {
     pub groups: Mutex<Vec<Value>>,
     pub queues: Mutex<Vec<Value>>,
     pub priority_classes: Mutex<Vec<Value>>,
+    /// Owner kinds served: collection path (`/apis/jobset.x-k8s.io/v1alpha2/jobsets`) → its
+    /// objects. The built-in `apps/v1` and `batch/v1` ones are served empty when absent here;
+    /// any other collection answers a bare `404 page not found`, as for a CRD not installed.
+    pub others: Mutex<BTreeMap<String, Vec<Value>>>,
     pub lease: Mutex<Option<Value>>,
     /// Every Lease request answers 500 while set.
     pub lease_fails: AtomicBool,
@@ -131,6 +138,18 @@ impl State {
         self.away.store(false, Ordering::SeqCst);
     }
 
+    /// Adds an object to the collection `path` of [`State::others`] and tells its watches.
+    pub fn add_other(&self, path: &str, mut object: Value) {
+        object["metadata"]["resourceVersion"] = json!(self.next_version());
+        let mut others = self.others.lock().unwrap();
+        others
+            .entry(path.to_string())
+            .or_default()
+            .push(object.clone());
+        drop(others);
+        self.event(path, "ADDED", &object);
+    }
+
     /// Adds a pod and tells the pod watches.
     pub fn add_pod(&self, mut pod: Value) {
         pod["metadata"]["resourceVersion"] = json!(self.next_version());
@@ -193,6 +212,7 @@ impl FakeApi {
             groups: Mutex::new(groups),
             queues: Mutex::new(Vec::new()),
             priority_classes: Mutex::new(Vec::new()),
+            others: Mutex::new(BTreeMap::new()),
             lease: Mutex::new(None),
             lease_fails: AtomicBool::new(false),
             hold_lists: AtomicBool::new(false),
@@ -300,9 +320,23 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The built-in owner collections a cluster always serves.
+const BUILT_IN_OWNERS: [&str; 5] = [
+    "/apis/apps/v1/replicasets",
+    "/apis/apps/v1/deployments",
+    "/apis/apps/v1/statefulsets",
+    "/apis/batch/v1/jobs",
+    "/apis/batch/v1/cronjobs",
+];
+
 /// The collections the server lists and watches: path → (apiVersion, list kind).
-fn collection(path: &str) -> Option<(&'static str, &'static str)> {
-    Some(match path {
+fn collection(state: &State, path: &str) -> Option<(String, String)> {
+    if BUILT_IN_OWNERS.contains(&path) || state.others.lock().unwrap().contains_key(path) {
+        // `/apis/{group}/{version}/{plural}`
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        return Some((format!("{}/{}", parts[1], parts[2]), "List".to_string()));
+    }
+    let (api_version, kind) = match path {
         "/api/v1/nodes" => ("v1", "NodeList"),
         "/api/v1/pods" => ("v1", "PodList"),
         "/apis/scheduling.run.ai/v2alpha2/podgroups" => {
@@ -314,7 +348,8 @@ fn collection(path: &str) -> Option<(&'static str, &'static str)> {
         }
         "/api/v1/namespaces" => ("v1", "NamespaceList"),
         _ => return None,
-    })
+    };
+    Some((api_version.to_string(), kind.to_string()))
 }
 
 async fn handle(
@@ -341,7 +376,7 @@ async fn handle(
     }
 
     if method == Method::GET
-        && let Some((api_version, kind)) = collection(&path)
+        && let Some((api_version, kind)) = collection(&state, &path)
     {
         if is_watch(&query) {
             let from = query
@@ -364,7 +399,13 @@ async fn handle(
             "/apis/scheduling.k8s.io/v1/priorityclasses" => {
                 state.priority_classes.lock().unwrap().clone()
             }
-            _ => Vec::new(),
+            other => state
+                .others
+                .lock()
+                .unwrap()
+                .get(other)
+                .cloned()
+                .unwrap_or_default(),
         };
         let items: Vec<Value> = items
             .into_iter()
@@ -545,6 +586,15 @@ async fn handle(
         return answer(201, &body);
     }
 
+    if method == Method::GET && parts.len() == 4 && parts[0] == "apis" {
+        // A collection of a group the server does not serve: a real API server answers with
+        // plain text, not a Status.
+        return Response::builder()
+            .status(404)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(Body::from("404 page not found\n"))
+            .unwrap();
+    }
     answer(
         404,
         &status(

@@ -318,6 +318,7 @@ fn read_one(path: &str, nodes: usize, pods: usize) {
         queue_label: "kai.scheduler/queue".into(),
         scheduler_name: Some("kai-scheduler".into()),
         origin: None,
+        complete_owner_kinds: Vec::new(),
     };
     reset_peak();
     let before = peak_rss().unwrap_or(0);

@@ -63,6 +63,11 @@ pub struct Options {
     /// The instant that is second 0 on the scheduler's clock; `None`: the earliest creation or
     /// start time in the file.
     pub origin: Option<Timestamp>,
+    /// Owner kinds of which the objects read hold every one (the Kubernetes backend's listed
+    /// watch caches; empty for a file). A pending pod whose owners lead to a missing object of
+    /// one of these kinds is newer than the caches: it is skipped until its owner is read,
+    /// rather than grouped without it (a gang's pods taken one by one).
+    pub complete_owner_kinds: Vec<String>,
 }
 
 impl Options {
@@ -72,6 +77,7 @@ impl Options {
             queue_label: policy.cluster.queue_label.clone(),
             scheduler_name: Some(policy.cluster.scheduler_name.clone()),
             origin: None,
+            complete_owner_kinds: Vec::new(),
         }
     }
 }
@@ -581,7 +587,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut notes = Vec::new();
     // Each object with its label for notes, and its namespace and name.
     let mut objects: Vec<(String, String, String, Object)> = Vec::new();
-    let mut owners = owners::Owners::default();
+    let mut owners = owners::Owners::complete(&options.complete_owner_kinds);
     // Objects of other kinds, in file order, with the note they get if they own no pod.
     let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
     let mut seen = HashSet::new();
@@ -947,6 +953,7 @@ fn group_by_owner(
         .collect();
     let mut counted: HashMap<usize, u32> = HashMap::new();
     let mut noted = HashSet::new();
+    let mut waiting = HashSet::new();
     for (p, owner) in pod_owners.into_iter().enumerate() {
         let pod = &mut snapshot.pods[p];
         if pod.group.is_some() || pod.foreign {
@@ -960,6 +967,16 @@ fn group_by_owner(
             &pod.labels,
             &options.queue_label,
         );
+        if let Some(missing) = &g.missing_owner
+            && pod.node.is_none()
+        {
+            notes.push(format!(
+                "skipped Pod {}: its owner {missing} is not read yet, so its group is not known; it waits until the owner is read",
+                pod.key()
+            ));
+            waiting.insert(p);
+            continue;
+        }
         pod.queue = g.queue.clone().or(pod.queue.take());
         pod.priority_label = g.priority_label.clone().or(pod.priority_label.take());
         pod.preemptibility = g.preemptibility.or(pod.preemptibility);
@@ -986,6 +1003,13 @@ fn group_by_owner(
     }
     for (at, pods) in counted {
         snapshot.groups[at].min_member = pods;
+    }
+    if !waiting.is_empty() {
+        let mut p = 0;
+        snapshot.pods.retain(|_| {
+            p += 1;
+            !waiting.contains(&(p - 1))
+        });
     }
     for (namespace, annotation, owner, name) in succeeded {
         let group = match (annotation, owner) {

@@ -48,6 +48,7 @@ fn ingest(text: String) -> Result<(), String> {
             queue_label: "kai.scheduler/queue".into(),
             scheduler_name: Some("kai-scheduler".into()),
             origin: None,
+            complete_owner_kinds: Vec::new(),
         };
         let outcome = std::panic::catch_unwind(|| parse_cluster("cluster.yaml", &text, &options))
             .map_err(|_| "parse_cluster panicked".to_string());

@@ -176,6 +176,7 @@ impl KubeCluster {
                 queue_label: String::new(),
                 scheduler_name: options.scheduler_name.clone(),
                 origin: None,
+                complete_owner_kinds: Vec::new(),
             },
             instance: options.instance.clone(),
             limits: options.limits,
@@ -190,7 +191,7 @@ impl KubeCluster {
         runtime.spawn(async move {
             match synced.await {
                 Ok(()) => {
-                    info!("watch caches synced (Nodes, Pods, PodGroups)");
+                    info!("watch caches synced (Nodes, Pods, PodGroups, owners of pods)");
                     s.synced.store(true, Ordering::Release);
                 }
                 Err(e) => {

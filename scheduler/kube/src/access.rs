@@ -106,8 +106,83 @@ pub const LEASE_CREATE: Access = lease("create");
 /// both win).
 pub const LEASE_UPDATE: Access = lease("update");
 
-/// Every permission the backend uses; the Helm chart grants exactly these.
-pub const ALL: &[Access] = &[
+/// A kind of object that may own pods, which the backend follows (list and watch) so that
+/// grouping sees a pod's whole chain of owners and its top owner's size, queue and priority, as
+/// KAI's pod-grouper does (its plugins, `pkg/podgrouper/podgrouper/hub/hub.go`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerKind {
+    /// The API group.
+    pub group: &'static str,
+    /// The version followed.
+    pub version: &'static str,
+    /// The kind.
+    pub kind: &'static str,
+    /// The resource (plural) name.
+    pub plural: &'static str,
+    /// Whether grouping reads its `spec` (a gang's size); built-in kinds give only metadata.
+    pub spec: bool,
+}
+
+const fn owner(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    spec: bool,
+) -> OwnerKind {
+    OwnerKind {
+        group,
+        version,
+        kind,
+        plural,
+        spec,
+    }
+}
+
+/// The owner kinds grouping has rules for (`kai_scheduler::ingest::owners`), and the kinds
+/// between them and their pods (a Deployment's ReplicaSets, a JobSet's or CronJob's Jobs). A
+/// kind whose CRD is not installed is left alone: its watch waits for it quietly.
+pub const OWNER_KINDS: &[OwnerKind] = &[
+    owner("apps", "v1", "ReplicaSet", "replicasets", false),
+    owner("apps", "v1", "Deployment", "deployments", false),
+    owner("apps", "v1", "StatefulSet", "statefulsets", false),
+    owner("batch", "v1", "Job", "jobs", false),
+    owner("batch", "v1", "CronJob", "cronjobs", false),
+    owner("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", true),
+    owner("kubeflow.org", "v1", "TFJob", "tfjobs", true),
+    owner("kubeflow.org", "v1", "MPIJob", "mpijobs", true),
+    owner("kubeflow.org", "v2beta1", "MPIJob", "mpijobs", true),
+    owner("kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", true),
+    owner("kubeflow.org", "v1", "JAXJob", "jaxjobs", true),
+    owner("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", true),
+    owner("ray.io", "v1", "RayCluster", "rayclusters", true),
+    owner("ray.io", "v1", "RayJob", "rayjobs", true),
+    owner(
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+        true,
+    ),
+];
+
+/// Every permission the backend uses: [`BASE`] and list and watch of every owner kind. The
+/// Helm chart grants exactly these.
+pub fn all() -> Vec<Access> {
+    let mut all = BASE.to_vec();
+    for kind in OWNER_KINDS {
+        for verb in ["list", "watch"] {
+            let access = cluster(kind.group, kind.plural, verb);
+            if !all.contains(&access) {
+                all.push(access);
+            }
+        }
+    }
+    all
+}
+
+/// The permissions of the fixed calls and caches (everything but the owner kinds').
+pub const BASE: &[Access] = &[
     NODES_LIST,
     NODES_WATCH,
     PODS_LIST,
@@ -128,7 +203,7 @@ pub const ALL: &[Access] = &[
     LEASE_UPDATE,
 ];
 
-/// What `--apply-queues` needs beyond [`ALL`]; the chart grants it only when `applyQueues` is on.
+/// What `--apply-queues` needs beyond [`all`]; the chart grants it only when `applyQueues` is on.
 pub const APPLY: &[Access] = &[
     QUEUES_APPLY,
     QUEUES_CREATE,

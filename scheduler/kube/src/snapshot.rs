@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kai_scheduler::cluster::{Snapshot, Time};
 use kai_scheduler::ingest::{self, Options};
+use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -39,6 +40,11 @@ pub struct Objects {
     pub pods: Vec<Arc<Pod>>,
     /// PodGroups.
     pub groups: Vec<Arc<PodGroup>>,
+    /// Objects that may own pods (ReplicaSets, Jobs, JobSets, …), each with its type.
+    pub owners: Vec<Arc<DynamicObject>>,
+    /// The owner kinds of which `owners` holds every object (their watches have listed): a
+    /// pending pod whose owner of such a kind is missing waits for it (`ingest::Options`).
+    pub complete_owner_kinds: Vec<String>,
 }
 
 /// A snapshot and what could not be read.
@@ -65,6 +71,7 @@ pub fn clock(t: Timestamp) -> Time {
 pub fn read(objects: &Objects, options: &Options) -> Read {
     let options = Options {
         origin: Some(Timestamp::UNIX_EPOCH),
+        complete_owner_kinds: objects.complete_owner_kinds.clone(),
         ..options.clone()
     };
     // Each object as JSON, its label as ingest names it, and the node of a bound pod.
@@ -80,6 +87,11 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
     for group in &objects.groups {
         let value = typed("scheduling.run.ai/v2alpha2", "PodGroup", group.as_ref());
         all.push(entry("PodGroup", value, None));
+    }
+    for owner in &objects.owners {
+        let kind = owner.types.as_ref().map_or("", |t| t.kind.as_str());
+        let value = serde_json::to_value(owner.as_ref()).unwrap_or(Value::Null);
+        all.push(entry(kind, value, None));
     }
     let mut out = Read::default();
     let mut blocked_nodes = BTreeSet::new();

@@ -1,4 +1,4 @@
-//! The Helm chart grants exactly the permissions the code uses (`access::ALL`), no wildcard and
+//! The Helm chart grants exactly the permissions the code uses (`access::all()`), no wildcard and
 //! nothing cluster-admin; and the Deployment keeps the security settings the chart promises.
 //! (`.ci/run` lints the chart with the real Helm library; this test reads the templates.)
 
@@ -87,7 +87,7 @@ fn key(a: &Access) -> (String, String, String, bool) {
 
 #[test]
 fn rbac_grants_exactly_the_permissions_the_code_uses() {
-    for (list, apply_queues) in [(access::ALL, false), (access::APPLY, true)] {
+    for (list, apply_queues) in [(access::all(), false), (access::APPLY.to_vec(), true)] {
         let used: BTreeSet<_> = list.iter().map(key).collect();
         let granted = granted(apply_queues);
         let missing: Vec<_> = used.difference(&granted).collect();
@@ -124,7 +124,7 @@ fn rbac_has_no_wildcard_and_binds_no_built_in_role() {
 #[test]
 fn every_kind_of_call_needs_a_permission_of_the_list() {
     use kai_scheduler_kube::calls::{self, Call, Managed};
-    let list: BTreeSet<_> = access::ALL.iter().chain(access::APPLY).map(key).collect();
+    let list: BTreeSet<_> = access::all().iter().chain(access::APPLY).map(key).collect();
     let patch = serde_json::json!({});
     let every = [
         calls::bind("ns/p", "n"),

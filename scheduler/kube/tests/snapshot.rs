@@ -17,6 +17,7 @@ fn options() -> Options {
         queue_label: "kai.scheduler/queue".into(),
         scheduler_name: Some("kai-scheduler".into()),
         origin: None,
+        complete_owner_kinds: Vec::new(),
     }
 }
 
@@ -74,6 +75,7 @@ fn objects_read_as_a_cluster_file_reads_them_on_the_unix_clock() {
             pod("waiting", None, "kai-scheduler", "4"),
         ],
         groups: vec![group()],
+        ..Objects::default()
     };
     let Read {
         snapshot,
@@ -115,6 +117,7 @@ fn other_schedulers_pods_hold_capacity_but_are_never_ours_to_place() {
             pod("theirs-waiting", None, "default-scheduler", "2"),
         ],
         groups: vec![],
+        ..Objects::default()
     };
     let read = read(&objects, &options());
     let keys: Vec<String> = read.snapshot.pods.iter().map(|p| p.key()).collect();
@@ -137,6 +140,7 @@ fn pending_pods_that_cannot_be_read_are_left_out_and_named() {
             pod("worse", None, "kai-scheduler", "0.5"),
         ],
         groups: vec![],
+        ..Objects::default()
     };
     let read = read(&objects, &options());
     let keys: Vec<String> = read.snapshot.pods.iter().map(|p| p.key()).collect();
@@ -156,6 +160,7 @@ fn a_bound_pod_that_cannot_be_read_is_named() {
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![pod("bad", Some("n1"), "kai-scheduler", "half")],
         groups: vec![],
+        ..Objects::default()
     };
     let read = read(&objects, &options());
     assert!(read.snapshot.pods.is_empty());
@@ -176,6 +181,7 @@ fn an_accepted_bind_is_assumed_until_the_cache_shows_it() {
         nodes: vec![node("n1", 8)],
         pods: vec![pod("p", None, "kai-scheduler", "1")],
         groups: vec![],
+        ..Objects::default()
     };
     let mut assumed = Assumed::default();
     assumed.record(&[sent(calls::bind("team-a/p", "n1"), Outcome::Done)]);
@@ -205,6 +211,7 @@ fn a_failed_bind_is_not_assumed_so_the_next_snapshot_rolls_it_back() {
         nodes: vec![node("n1", 8)],
         pods: vec![pod("p", None, "kai-scheduler", "1")],
         groups: vec![],
+        ..Objects::default()
     };
     let mut assumed = Assumed::default();
     assumed.record(&[
@@ -229,6 +236,7 @@ fn an_accepted_eviction_is_assumed_terminating_and_forgotten_when_the_pod_is_gon
         nodes: vec![node("n1", 8)],
         pods: vec![pod("victim", Some("n1"), "kai-scheduler", "2")],
         groups: vec![],
+        ..Objects::default()
     };
     let mut assumed = Assumed::default();
     assumed.record(&[sent(calls::evict("team-a/victim", 30), Outcome::Done)]);
@@ -253,4 +261,122 @@ fn an_accepted_eviction_is_assumed_terminating_and_forgotten_when_the_pod_is_gon
     .snapshot;
     assumed.overlay(&mut empty, NOON + 30);
     assert_eq!(assumed, Assumed::default());
+}
+
+/// An owner as the owner watches keep it: its type set, metadata, and the spec.
+fn owner(
+    kind: &str,
+    api_version: &str,
+    name: &str,
+    parent: Option<(&str, &str)>,
+    spec: serde_json::Value,
+) -> Arc<kube::api::DynamicObject> {
+    let refs: Vec<_> = parent
+        .map(|(kind, name)| json!({ "apiVersion": "x/v1", "kind": kind, "name": name, "uid": format!("u-{name}"), "controller": true }))
+        .into_iter()
+        .collect();
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": api_version, "kind": kind,
+            "metadata": { "name": name, "namespace": "team-a", "ownerReferences": refs,
+                          "labels": { "kai.scheduler/queue": "a" } },
+            "spec": spec,
+        }))
+        .unwrap(),
+    )
+}
+
+/// A pending pod of the JobSet `train`'s only Job, with the labels the JobSet controller sets.
+fn jobset_pod(name: &str) -> Arc<Pod> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "namespace": "team-a",
+                "labels": { "jobset.sigs.k8s.io/replicatedjob-name": "workers", "jobset.sigs.k8s.io/job-index": "0" },
+                "ownerReferences": [{ "apiVersion": "batch/v1", "kind": "Job", "name": "train-workers-0", "uid": "u-job", "controller": true }],
+                "creationTimestamp": "2026-05-01T12:00:00Z",
+            },
+            "spec": {
+                "schedulerName": "kai-scheduler",
+                "containers": [{ "name": "c", "resources": { "limits": { "nvidia.com/gpu": "1" } } }],
+            },
+        }))
+        .unwrap(),
+    )
+}
+
+#[test]
+fn owners_from_the_watches_group_a_jobsets_pods_and_a_missing_owner_holds_them() {
+    let jobset = owner(
+        "JobSet",
+        "jobset.x-k8s.io/v1alpha2",
+        "train",
+        None,
+        json!({ "replicatedJobs": [{ "name": "workers", "replicas": 1,
+                                     "template": { "spec": { "parallelism": 2, "completions": 2 } } }] }),
+    );
+    let job = owner(
+        "Job",
+        "batch/v1",
+        "train-workers-0",
+        Some(("JobSet", "train")),
+        json!({}),
+    );
+    let pods = vec![jobset_pod("w0"), jobset_pod("w1")];
+    let complete = vec!["Job".to_string(), "JobSet".to_string()];
+
+    // The whole chain: one group for the JobSet, its queue from the JobSet's label, and the
+    // replica as a sub-group that needs both pods (parallelism 2).
+    let whole = read(
+        &Objects {
+            nodes: vec![node("n1", 8)],
+            pods: pods.clone(),
+            owners: vec![jobset, job.clone()],
+            complete_owner_kinds: complete.clone(),
+            ..Objects::default()
+        },
+        &options(),
+    );
+    assert_eq!(whole.problems, Vec::<String>::new());
+    let s = &whole.snapshot;
+    assert_eq!(s.pods.len(), 2);
+    assert!(
+        s.pods
+            .iter()
+            .all(|p| p.group.as_deref() == Some("pg-train") && p.queue.as_deref() == Some("a"))
+    );
+    assert_eq!(s.groups.len(), 1);
+    let sub = &s.groups[0].sub_groups;
+    assert!(
+        sub.iter()
+            .any(|g| g.name == "workers-replica-0" && g.min_member == Some(2)),
+        "{sub:?}"
+    );
+
+    // The JobSet not listed yet: the pods wait rather than go as groups of one.
+    let waiting = read(
+        &Objects {
+            nodes: vec![node("n1", 8)],
+            pods,
+            owners: vec![job],
+            complete_owner_kinds: complete,
+            ..Objects::default()
+        },
+        &options(),
+    );
+    assert!(
+        waiting.snapshot.pods.is_empty(),
+        "{:?}",
+        waiting.snapshot.pods
+    );
+    assert_eq!(
+        waiting
+            .notes
+            .iter()
+            .filter(|n| n.contains("its owner JobSet team-a/train is not read yet"))
+            .count(),
+        2,
+        "{:?}",
+        waiting.notes
+    );
 }

@@ -3,7 +3,7 @@
 //! followed up through the objects in the file), with the queue, priority label and gang size
 //! that owner's kind gives.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -306,6 +306,9 @@ const GANG_KINDS: [&str; 9] = [
 #[derive(Debug, Default)]
 pub struct Owners {
     by_key: HashMap<(String, String, String), Owner>,
+    /// Kinds of which every object is present (the backend's watch caches): a chain that ends
+    /// at a missing object of one of these kinds is not yet whole.
+    complete: HashSet<String>,
 }
 
 /// The group a pod joins through its owners.
@@ -327,9 +330,20 @@ pub struct Grouping {
     pub count_pods: bool,
     /// The sub-group the pod belongs to, when the group has sub-groups made for its kind.
     pub subgroup: Option<String>,
+    /// The owner the chain stops at (`Job a/train`) when it is of a kind whose objects are all
+    /// present and it is not: the owner is newer than the caches, so the group is not known yet.
+    pub missing_owner: Option<String>,
 }
 
 impl Owners {
+    /// Owners of which every object of `kinds` is present: see [`Grouping::missing_owner`].
+    pub fn complete(kinds: &[String]) -> Self {
+        Owners {
+            complete: kinds.iter().cloned().collect(),
+            ..Owners::default()
+        }
+    }
+
     /// Adds an object.
     pub fn add(&mut self, namespace: &str, name: &str, owner: Owner) {
         self.by_key.insert(
@@ -375,6 +389,13 @@ impl Owners {
                 o.used = true;
             }
         }
+        let missing_owner = (self.complete.contains(&top.kind)
+            && !self.by_key.contains_key(&(
+                namespace.to_string(),
+                top.kind.clone(),
+                top.name.clone(),
+            )))
+        .then(|| format!("{} {namespace}/{}", top.kind, top.name));
         // A CronJob's runs are separate workloads: KAI's CronJob grouper groups each by its Job
         // (`plugins/cronjobs/crobjob-grouper.go: GetPodGroupMetadata`), not by the CronJob.
         if top.kind == "CronJob"
@@ -480,6 +501,7 @@ impl Owners {
             note,
             count_pods,
             subgroup,
+            missing_owner,
         }
     }
 }

@@ -6,6 +6,7 @@ fn options() -> Options {
         queue_label: "kai.scheduler/queue".into(),
         scheduler_name: Some("kai-scheduler".into()),
         origin: None,
+        complete_owner_kinds: Vec::new(),
     }
 }
 
@@ -684,5 +685,95 @@ fn sub_groups_kai_admission_warns_and_reads_as_kai_does() {
             "PodGroup ns/g: sub-group b has minSubGroup but no sub-groups under it: ignored (KAI's admission webhook warns the same)",
             "PodGroup ns/g: sub-group b has no minMember: its pods run as they fit, none required (KAI's admission webhook warns the same)",
         ]
+    );
+}
+
+/// A pod of namespace `a` owned by `kind`/`owner`, bound to `node` or pending.
+fn owned_pod(name: &str, kind: &str, owner: &str, node: Option<&str>) -> String {
+    let node = node.map_or(String::new(), |n| format!("\n  nodeName: {n}"));
+    format!(
+        "---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: a
+  labels: {{kai.scheduler/queue: a}}
+  ownerReferences: [{{apiVersion: batch/v1, kind: {kind}, name: {owner}, uid: u-{owner}, controller: true}}]
+spec:
+  schedulerName: kai-scheduler{node}
+  containers: [{{name: c, resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]
+"
+    )
+}
+
+#[test]
+fn a_pending_pod_whose_owner_the_caches_lack_waits_for_it() {
+    // A JobSet's Job and pods arrive through separate watches: a cycle may see the pods before
+    // the Job. Grouped without the Job each pod would be a group of one (a gang taken one pod
+    // at a time), so where every Job is known to be read, a pending pod waits for its owner.
+    let jobset = "---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: train, namespace: a}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 1
+    template: {spec: {parallelism: 2, completions: 2}}
+";
+    let job = "---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train-workers-0
+  namespace: a
+  ownerReferences: [{apiVersion: jobset.x-k8s.io/v1alpha2, kind: JobSet, name: train, uid: u-train, controller: true}]
+";
+    let pods = owned_pod("p0", "Job", "train-workers-0", None)
+        + &owned_pod("p1", "Job", "train-workers-0", Some("n1"));
+    let complete = Options {
+        complete_owner_kinds: vec!["Job".into(), "JobSet".into()],
+        ..options()
+    };
+    let read = |text: &str, options: &Options| parse_cluster("f", text, options).unwrap();
+    let pods_of = |file: &ClusterFile| -> Vec<String> {
+        file.snapshot.pods.iter().map(|p| p.name.clone()).collect()
+    };
+
+    // The Job is missing: the pending pod waits and says why; the bound one still holds its GPU.
+    let file = read(&pods, &complete);
+    assert_eq!(pods_of(&file), ["p1"]);
+    assert!(
+        file.notes.iter().any(|n| n
+            == "skipped Pod a/p0: its owner Job a/train-workers-0 is not read yet, so its group is not known; it waits until the owner is read"),
+        "{:?}",
+        file.notes
+    );
+    // The Job is there but its JobSet is not: still waiting.
+    let file = read(&format!("{job}{pods}"), &complete);
+    assert_eq!(pods_of(&file), ["p1"]);
+    assert!(
+        file.notes
+            .iter()
+            .any(|n| n.contains("its owner JobSet a/train is not read yet"))
+    );
+    // The whole chain: both pods in the JobSet's group.
+    let file = read(&format!("{jobset}{job}{pods}"), &complete);
+    assert_eq!(pods_of(&file), ["p0", "p1"]);
+    assert!(
+        file.snapshot
+            .pods
+            .iter()
+            .all(|p| p.group.as_deref() == Some("pg-train"))
+    );
+    // A kind not known to be complete (a file): grouped as before, by the owner named.
+    let file = read(&pods, &options());
+    assert_eq!(pods_of(&file), ["p0", "p1"]);
+    assert!(
+        file.snapshot
+            .pods
+            .iter()
+            .all(|p| p.group.as_deref() == Some("pg-train-workers-0"))
     );
 }
