@@ -1584,6 +1584,40 @@ fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
     });
     assert_eq!(binds_of(&state, "a/w0"), ["n1"]);
     assert_eq!(binds_of(&state, "a/w1"), ["n1"]);
+
+    // The JobSet got its PodGroup, as KAI's pod-grouper makes one: owned by the JobSet, with
+    // its queue and its replica as a sub-group of two; made once, then read from the watch.
+    let created = || -> Vec<Value> {
+        state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r.method == "POST"
+                    && r.path == "/apis/scheduling.run.ai/v2alpha2/namespaces/a/podgroups"
+            })
+            .map(|r| r.body.clone())
+            .collect()
+    };
+    eventually("the JobSet's PodGroup made", || !created().is_empty());
+    std::thread::sleep(Duration::from_millis(1000));
+    let made = created();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let group = &made[0];
+    assert_eq!(group["metadata"]["name"], "pg-train");
+    assert_eq!(
+        group["metadata"]["ownerReferences"],
+        json!([{ "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train",
+                 "uid": "uid-train" }])
+    );
+    assert_eq!(group["spec"]["queue"], "a");
+    assert_eq!(group["spec"]["minSubGroup"], 1);
+    assert_eq!(
+        group["spec"]["subGroups"],
+        json!([{ "name": "workers", "minSubGroup": 1 },
+               { "name": "workers-replica-0", "parent": "workers", "minMember": 2 }])
+    );
     let (status, logs) = daemon.terminate();
     assert_eq!(status, 0, "{}", logs.join("\n"));
 }

@@ -2,7 +2,8 @@
 //! plain HTTP on 127.0.0.1, on a thread and runtime of its own, stopped when dropped.
 //!
 //! It serves what the backend reads and writes, no more: list and watch of Nodes, Pods and
-//! PodGroups (and an empty list for any other collection, such as Queues, PriorityClasses and
+//! PodGroups (a PodGroup can be created, 409 for a name taken; and an empty list for any other
+//! collection, such as Queues, PriorityClasses and
 //! Namespaces; Queues are listed from what a test puts in `queues`), a merge patch of a
 //! PodGroup (the stale mark) and of a Queue's status, a pod's `binding` subresource (recorded; the
 //! pod is then bound and a `MODIFIED` event goes out on the pod watch, as the API server does),
@@ -417,6 +418,39 @@ async fn handle(
             &json!({ "apiVersion": api_version, "kind": kind,
                      "metadata": { "resourceVersion": version }, "items": items }),
         );
+    }
+
+    // POST /apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups: a new PodGroup (409 if
+    // one of that name exists), told to the PodGroup watches.
+    if method == Method::POST
+        && parts.len() == 6
+        && parts[..3] == ["apis", "scheduling.run.ai", "v2alpha2"]
+        && parts[5] == "podgroups"
+    {
+        let mut group = body.clone();
+        let name = group["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let mut groups = state.groups.lock().unwrap();
+        if groups
+            .iter()
+            .any(|g| g["metadata"]["namespace"] == parts[4] && g["metadata"]["name"] == name)
+        {
+            return answer(
+                409,
+                &status(409, "AlreadyExists", "podgroups already exists"),
+            );
+        }
+        group["metadata"]["namespace"] = json!(parts[4]);
+        group["metadata"]["uid"] = json!(format!("uid-pg-{name}"));
+        group["metadata"]["resourceVersion"] = json!(state.next_version());
+        group["metadata"]["creationTimestamp"] = json!("2026-01-01T00:05:00Z");
+        groups.push(group.clone());
+        drop(groups);
+        state.event(
+            "/apis/scheduling.run.ai/v2alpha2/podgroups",
+            "ADDED",
+            &group,
+        );
+        return answer(201, &group);
     }
 
     // PATCH /apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups/{name}: a JSON merge

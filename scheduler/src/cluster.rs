@@ -286,6 +286,22 @@ pub struct PodGroup {
     pub sub_groups: Vec<SubGroup>,
     /// `spec.minSubGroup`: how many top-level sub-groups must be able to run (`None`: all).
     pub min_sub_group: Option<u32>,
+    /// For a group built from a top owner: that owner, which the PodGroup object the Kubernetes
+    /// backend makes for the group belongs to (boxed: most groups have none).
+    pub owner: Option<Box<ObjectRef>>,
+}
+
+/// A reference to a Kubernetes object, as an `ownerReferences` entry holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectRef {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
 }
 
 /// One entry of a PodGroup's `spec.subGroups` (KAI's `v2alpha2.SubGroup`). A sub-group that is

@@ -187,6 +187,12 @@ pub const STALE_ANNOTATION: &str = "kai.scheduler/stale-podgroup-timestamp";
 /// (`pkg/common/constants/constants.go: LastEvictionTimeStamp`); a preemption delay counts from it.
 pub const LAST_EVICTION_ANNOTATION: &str = "kai.scheduler/last-eviction-timestamp";
 
+/// On a PodGroup the Kubernetes backend made for a workload from its top owner: the priority
+/// class its kind gives by default (`train`), used, as for the group before it was made, only
+/// where the policy declares that class. KAI's pod-grouper writes the class into
+/// `spec.priorityClassName` instead, which would make it explicit.
+pub const KIND_PRIORITY_ANNOTATION: &str = "kai-policy/kind-priority-class";
+
 /// One object of the file, typed, with where it came from. Nodes and pods are read into the
 /// cluster model as soon as they are typed (in the reader threads), so that the large typed
 /// objects are never all held at once.
@@ -388,7 +394,7 @@ struct Head {
 /// The typed object, why it is not one, or an owner of another kind.
 enum Body {
     Typed(Result<Object, String>),
-    Other(owners::Owner),
+    Other(Box<owners::Owner>),
 }
 
 /// Fields of Nodes and Pods the scheduler never reads and that make up most of a real object:
@@ -551,7 +557,7 @@ fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
         }
         _ => {
             quote_scalars(&mut value);
-            Body::Other(owners::owner(&kind, &value))
+            Body::Other(Box::new(owners::owner(&kind, &value)))
         }
     };
     Prepared::Object(
@@ -644,7 +650,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
                     ),
                 ));
                 instants.extend(created);
-                owners.add(&namespace, &name, owner);
+                owners.add(&namespace, &name, *owner);
             }
         }
     }
@@ -749,6 +755,9 @@ fn read_group(
     );
     let (sub_groups, min_sub_group) = sub_groups(&mut spec, &label, notes)?;
     let min_member = match spec.min_member {
+        // With sub-groups KAI reads no `minMember` (`job_info.go: setSubGroups`); 0, as for a
+        // group ingest builds with sub-groups.
+        None if !sub_groups.is_empty() => 0,
         None => 1,
         Some(m) if (0..=i64::from(u32::MAX)).contains(&m) => m as u32,
         Some(m) => return Err(format!("spec.minMember is {m}; it must be 0 or more")),
@@ -801,9 +810,15 @@ fn read_group(
         succeeded: 0,
         topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
         topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),
-        kind_priority: None,
+        kind_priority: group
+            .metadata
+            .annotations
+            .get(KIND_PRIORITY_ANNOTATION)
+            .filter(|c| !c.is_empty())
+            .cloned(),
         sub_groups,
         min_sub_group,
+        owner: None,
     })
 }
 

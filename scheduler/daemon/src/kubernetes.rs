@@ -399,6 +399,7 @@ fn count(sent: &Sent) -> CallOutcome {
         Call::PodCondition { .. } => "pod-condition",
         Call::PodGroupStatus { .. } => "podgroup-status",
         Call::PodGroupAnnotation { .. } => "podgroup-annotation",
+        Call::CreatePodGroup { .. } => "podgroup-create",
         Call::QueueStatus { .. } => "queue-status",
         Call::Event { .. } => "event",
         Call::Apply { .. } => "apply",

@@ -65,6 +65,8 @@ pub const EVENT: Access = cluster("", "events", "create");
 /// Mark a PodGroup stale, or clear the mark (KAI's `kai.scheduler/stale-podgroup-timestamp`
 /// annotation).
 pub const POD_GROUP_ANNOTATE: Access = cluster("scheduling.run.ai", "podgroups", "patch");
+/// Make the PodGroup of a workload that has none (`grouper.rs`).
+pub const POD_GROUP_CREATE: Access = cluster("scheduling.run.ai", "podgroups", "create");
 /// Write a PodGroup's scheduling conditions.
 pub const POD_GROUP_STATUS: Access = cluster("scheduling.run.ai", "podgroups/status", "patch");
 /// Write a Queue's allocation and fair share.
@@ -189,6 +191,7 @@ pub const BASE: &[Access] = &[
     PODS_WATCH,
     POD_GROUPS_LIST,
     POD_GROUP_ANNOTATE,
+    POD_GROUP_CREATE,
     QUEUES_LIST,
     QUEUES_WATCH,
     POD_GROUPS_WATCH,

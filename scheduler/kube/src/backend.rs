@@ -1,7 +1,7 @@
 //! The backend the daemon drives: connect, take a snapshot each cycle, apply the cycle's
 //! decisions. Leader election runs beside it as its own task ([`KubeBackend::elect`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -16,6 +16,7 @@ use crate::caches::Caches;
 use crate::calls::{self, Call, Context, Managed, QueueNumbers, Reported};
 use crate::client::{Limits, Outcome, Sender, Sent};
 use crate::crd::PodGroupStatus;
+use crate::grouper;
 use crate::lease::{self, Election, Leading};
 use crate::snapshot::{self, Assumed, Read};
 
@@ -78,7 +79,14 @@ pub struct KubeBackend {
     /// Stale marks to write on their PodGroups with the next calls (and again after a call
     /// that failed): `(namespace/name, since)`, seconds since the epoch.
     stale_marks: BTreeMap<String, Option<u64>>,
+    /// PodGroups this scheduler made that the caches may not show yet (`namespace/name`), and
+    /// those whose creation failed, with when (tried again a minute later, not every cycle).
+    made_groups: BTreeSet<String>,
+    failed_groups: BTreeMap<String, Timestamp>,
 }
+
+/// How long a PodGroup whose creation failed waits before it is tried again.
+const GROUP_RETRY_SECONDS: i64 = 60;
 
 impl KubeBackend {
     /// Connects and starts the watch caches (they fill in the background; see
@@ -119,6 +127,8 @@ impl KubeBackend {
             last: Read::default(),
             group_status: BTreeMap::new(),
             stale_marks: BTreeMap::new(),
+            made_groups: BTreeSet::new(),
+            failed_groups: BTreeMap::new(),
         }
     }
 
@@ -156,6 +166,8 @@ impl KubeBackend {
                 (key, g.status.clone().unwrap_or_default())
             })
             .collect();
+        let status = &self.group_status;
+        self.made_groups.retain(|key| !status.contains_key(key));
         let mut read = snapshot::read(&objects, &self.config.options);
         self.assumed
             .overlay(&mut read.snapshot, snapshot::clock(now));
@@ -209,6 +221,14 @@ impl KubeBackend {
             .cloned()
             .collect();
         planned.extend(calls::queue_calls(&queues, &mut self.reported));
+        let (made, failed) = (&self.made_groups, &self.failed_groups);
+        planned.extend(grouper::plan(&self.last.snapshot, &|key| {
+            self.group_status.contains_key(key)
+                || made.contains(key)
+                || failed
+                    .get(key)
+                    .is_some_and(|at| now.as_second() - at.as_second() < GROUP_RETRY_SECONDS)
+        }));
         let marks: Vec<(String, Option<u64>)> =
             std::mem::take(&mut self.stale_marks).into_iter().collect();
         planned.extend(calls::stale_mark_calls(&marks));
@@ -234,6 +254,21 @@ impl KubeBackend {
         }
         self.assumed.record(&sent);
         self.reported.forget_failed(&sent);
+        for s in &sent {
+            if let Call::CreatePodGroup {
+                namespace, name, ..
+            } = &s.call
+            {
+                let key = format!("{namespace}/{name}");
+                // 409: it exists already (made by another replica, or by hand).
+                if matches!(s.outcome, Outcome::Done | Outcome::Conflict(_)) {
+                    self.failed_groups.remove(&key);
+                    self.made_groups.insert(key);
+                } else {
+                    self.failed_groups.insert(key, now);
+                }
+            }
+        }
         // A mark that could not be written is tried again next cycle, unless its group is gone.
         for (s, (key, since)) in sent
             .iter()

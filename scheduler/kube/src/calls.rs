@@ -89,6 +89,16 @@ pub enum Call {
         /// The patch.
         patch: Value,
     },
+    /// `POST .../namespaces/{ns}/podgroups`: the PodGroup of a workload that has none
+    /// ([`crate::grouper`]).
+    CreatePodGroup {
+        /// The group's namespace.
+        namespace: String,
+        /// The group.
+        name: String,
+        /// The whole object.
+        object: Value,
+    },
     /// `PATCH /apis/scheduling.run.ai/v2/queues/{name}/status` (JSON merge patch).
     QueueStatus {
         /// The queue.

@@ -81,6 +81,7 @@ impl Call {
             Call::PodCondition { .. } => access::POD_STATUS,
             Call::PodGroupStatus { .. } => access::POD_GROUP_STATUS,
             Call::PodGroupAnnotation { .. } => access::POD_GROUP_ANNOTATE,
+            Call::CreatePodGroup { .. } => access::POD_GROUP_CREATE,
             Call::QueueStatus { .. } => access::QUEUE_STATUS,
             Call::Event { .. } => access::EVENT,
             Call::Apply {
@@ -123,6 +124,9 @@ impl Call {
             Call::PodGroupAnnotation {
                 namespace, name, ..
             } => format!("mark PodGroup {namespace}/{name} stale (or clear the mark)"),
+            Call::CreatePodGroup {
+                namespace, name, ..
+            } => format!("create PodGroup {namespace}/{name} for its workload"),
             Call::QueueStatus { name, .. } => format!("update the status of Queue {name}"),
             Call::Event { namespace, event } => format!(
                 "record event {} on {namespace}/{}",
@@ -239,6 +243,15 @@ impl Sender {
                     .patch(&name, &patch, &Patch::Merge(body))
                     .await
                     .map(drop)
+            }
+            Call::CreatePodGroup {
+                namespace, object, ..
+            } => {
+                let object: DynamicObject =
+                    serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(client, &namespace, &crate::grouper::pod_group_resource());
+                api.create(&post, &object).await.map(drop)
             }
             Call::QueueStatus { name, patch: body } => {
                 let queues: Api<Queue> = Api::all(client);

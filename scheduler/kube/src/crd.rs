@@ -191,6 +191,12 @@ pub struct PodGroupSpec {
     /// `preemptible` or `non-preemptible`; unset: decided by the priority class's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptibility: Option<String>,
+    /// Every other field as written (`subGroups`, `minSubGroup`, `topologyConstraint`,
+    /// `stalenessGracePeriod`, …): the scheduler reads them through ingest, which takes the
+    /// object as JSON, so they must survive the watch cache.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// What the scheduler reports on a PodGroup.

@@ -9,5 +9,6 @@ pub mod caches;
 pub mod calls;
 pub mod client;
 pub mod crd;
+pub mod grouper;
 pub mod lease;
 pub mod snapshot;

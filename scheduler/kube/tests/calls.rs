@@ -71,7 +71,7 @@ fn body(call: &Call) -> Value {
         | Call::PodGroupStatus { patch, .. }
         | Call::PodGroupAnnotation { patch, .. }
         | Call::QueueStatus { patch, .. } => patch.clone(),
-        Call::Apply { object, .. } => object.clone(),
+        Call::Apply { object, .. } | Call::CreatePodGroup { object, .. } => object.clone(),
         Call::Prune { .. } => Value::Null,
     }
 }

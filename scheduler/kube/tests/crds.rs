@@ -128,6 +128,11 @@ fn every_object_kais_crd_accepts_fits_our_schema_and_our_types() {
             "{name} written back"
         );
         assert_eq!(back["spec"]["queue"], object["spec"]["queue"], "{name}");
+        // A PodGroup's spec survives whole (sub-groups, topology, …): ingest reads it from the
+        // watch cache's typed objects.
+        if kind == "PodGroup" {
+            assert_eq!(back["spec"], object["spec"], "{name}");
+        }
         assert_eq!(
             back["spec"]["parentQueue"], object["spec"]["parentQueue"],
             "{name}"
@@ -245,5 +250,56 @@ fn our_schema_refuses_what_kais_refuses_in_the_fields_we_model() {
             !errors(&ours(kind), &object).is_empty(),
             "ours refuses {object}"
         );
+    }
+}
+
+#[test]
+fn the_pod_groups_the_scheduler_makes_fit_kais_schema_and_ours() {
+    use kai_scheduler::cluster::{ObjectRef, PodGroup as Group, SubGroup};
+    let sub = |name: &str, parent: Option<&str>, min: Option<u32>, min_sub: Option<u32>| SubGroup {
+        name: name.into(),
+        parent: parent.map(Into::into),
+        min_member: min,
+        min_sub_group: min_sub,
+        topology_required: (name == "workers").then(|| "rack".into()),
+        topology_preferred: None,
+    };
+    let owner = Some(Box::new(ObjectRef {
+        api_version: "jobset.x-k8s.io/v1alpha2".into(),
+        kind: "JobSet".into(),
+        name: "train".into(),
+        uid: "8c3e".into(),
+    }));
+    let plain = Group {
+        namespace: "team-a".into(),
+        name: "pg-train".into(),
+        min_member: 4,
+        kind_priority: Some("train".into()),
+        topology_required: Some("zone".into()),
+        owner: owner.clone(),
+        ..Group::default()
+    };
+    let with_subs = Group {
+        min_member: 0,
+        min_sub_group: Some(1),
+        sub_groups: vec![
+            sub("workers", None, None, Some(1)),
+            sub("workers-replica-0", Some("workers"), Some(2), None),
+        ],
+        ..plain.clone()
+    };
+    for group in [plain, with_subs] {
+        let object = kai_scheduler_kube::grouper::object(&group, Some("a"));
+        assert_eq!(
+            errors(&kai_schema("PodGroup"), &object),
+            Vec::<String>::new(),
+            "{object}"
+        );
+        assert_eq!(
+            errors(&ours("PodGroup"), &object),
+            Vec::<String>::new(),
+            "{object}"
+        );
+        assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], "8c3e");
     }
 }

@@ -380,3 +380,137 @@ fn owners_from_the_watches_group_a_jobsets_pods_and_a_missing_owner_holds_them()
         waiting.notes
     );
 }
+
+/// A cluster with the JobSet `train` (queue `a`), its Job and its two pending workers.
+fn jobset_cluster() -> Objects {
+    let mut jobset = owner(
+        "JobSet",
+        "jobset.x-k8s.io/v1alpha2",
+        "train",
+        None,
+        json!({ "replicatedJobs": [{ "name": "workers", "replicas": 1,
+                                     "template": { "spec": { "parallelism": 2, "completions": 2 } } }] }),
+    );
+    Arc::make_mut(&mut jobset).metadata.uid = Some("u-train".into());
+    Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![jobset_pod("w0"), jobset_pod("w1")],
+        owners: vec![
+            jobset,
+            owner(
+                "Job",
+                "batch/v1",
+                "train-workers-0",
+                Some(("JobSet", "train")),
+                json!({}),
+            ),
+        ],
+        complete_owner_kinds: vec!["Job".into(), "JobSet".into()],
+        ..Objects::default()
+    }
+}
+
+fn creates(calls: &[Call]) -> Vec<(String, String, serde_json::Value)> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::CreatePodGroup {
+                namespace,
+                name,
+                object,
+            } => Some((namespace.clone(), name.clone(), object.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_workload_without_a_pod_group_gets_one_owned_by_its_top_owner_that_reads_back_the_same() {
+    use kai_scheduler_kube::grouper;
+    let cluster = jobset_cluster();
+    let before = read(&cluster, &options());
+    let made = creates(&grouper::plan(&before.snapshot, &|_| false));
+    assert_eq!(made.len(), 1, "{made:?}");
+    let (namespace, name, object) = &made[0];
+    assert_eq!((namespace.as_str(), name.as_str()), ("team-a", "pg-train"));
+    // Owned by the JobSet (the ref the Job holds), so it goes when the JobSet goes.
+    assert_eq!(
+        object["metadata"]["ownerReferences"],
+        json!([{ "apiVersion": "x/v1", "kind": "JobSet", "name": "train", "uid": "u-train" }])
+    );
+    // The queue from the JobSet's label; the replica's two pods as its one sub-group's minimum.
+    assert_eq!(object["spec"]["queue"], "a");
+    assert_eq!(
+        object["metadata"]["annotations"]["kai-policy/kind-priority-class"],
+        "train"
+    );
+
+    // Read back: the pods join the object by its name and the cycle sees the same group.
+    let mut with_object = cluster.clone();
+    with_object
+        .groups
+        .push(Arc::new(serde_json::from_value(object.clone()).unwrap()));
+    let after = read(&with_object, &options());
+    assert_eq!(after.problems, Vec::<String>::new());
+    // What may differ: the object has no owner link in the model, a creation time, and the
+    // queue the group's pods name written into it (the cycle took the queue from them before).
+    let strip = |g: &kai_scheduler::cluster::PodGroup| kai_scheduler::cluster::PodGroup {
+        owner: None,
+        created: 0,
+        queue: None,
+        ..g.clone()
+    };
+    assert_eq!(
+        after.snapshot.groups.iter().map(strip).collect::<Vec<_>>(),
+        before.snapshot.groups.iter().map(strip).collect::<Vec<_>>()
+    );
+    assert_eq!(after.snapshot.pods, before.snapshot.pods);
+    // And nothing more is made.
+    assert!(creates(&grouper::plan(&after.snapshot, &|_| false)).is_empty());
+    // Nor while the object is made but not yet in the caches.
+    assert!(creates(&grouper::plan(&before.snapshot, &|k| k == "team-a/pg-train")).is_empty());
+}
+
+#[test]
+fn groups_of_one_and_groups_whose_owner_was_not_read_get_no_pod_group() {
+    use kai_scheduler_kube::grouper;
+    // A Deployment's pod (a group of its own), a bare pod, and a PyTorchJob's pod whose
+    // PyTorchJob is not read (its size is a guess from the pods present).
+    let with_owner = |name: &str, kind: &str, owner: &str| {
+        let mut pod = (*jobset_pod(name)).clone();
+        pod.metadata.labels = Some([("kai.scheduler/queue".to_string(), "a".to_string())].into());
+        pod.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({
+                "apiVersion": "x/v1", "kind": kind, "name": owner, "uid": format!("u-{owner}"),
+                "controller": true
+            }))
+            .unwrap(),
+        ]);
+        Arc::new(pod)
+    };
+    let mut bare = (*jobset_pod("bare")).clone();
+    bare.metadata.owner_references = None;
+    let cluster = Objects {
+        nodes: vec![node("n1", 8)],
+        pods: vec![
+            with_owner("web-1", "ReplicaSet", "web-7d4"),
+            Arc::new(bare),
+            with_owner("trainer-0", "PyTorchJob", "trainer"),
+        ],
+        owners: vec![
+            owner(
+                "ReplicaSet",
+                "apps/v1",
+                "web-7d4",
+                Some(("Deployment", "web")),
+                json!({}),
+            ),
+            owner("Deployment", "apps/v1", "web", None, json!({})),
+        ],
+        complete_owner_kinds: vec!["ReplicaSet".into(), "Deployment".into()],
+        ..Objects::default()
+    };
+    let read = read(&cluster, &options());
+    assert_eq!(read.snapshot.pods.len(), 3, "{:?}", read.notes);
+    assert!(creates(&grouper::plan(&read.snapshot, &|_| false)).is_empty());
+}

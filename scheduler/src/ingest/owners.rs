@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 use super::objects::{PREEMPTIBILITY_LABEL, PRIORITY_LABEL};
-use crate::cluster::{PodGroup, SubGroup};
+use crate::cluster::{ObjectRef, PodGroup, SubGroup};
 
 /// KAI's annotation on a batch Job (and JobSet) that sets the group's minimum.
 pub const MIN_MEMBER_ANNOTATION: &str = "kai.scheduler/batch-min-member";
@@ -20,6 +20,10 @@ pub struct OwnerRef {
     pub kind: String,
     /// Name.
     pub name: String,
+    /// `apiVersion` (empty when not given).
+    pub api_version: String,
+    /// `uid` (empty when not given).
+    pub uid: String,
 }
 
 /// An object that may own pods, as far as grouping reads it.
@@ -45,9 +49,18 @@ pub fn controller(metadata: Option<&Value>) -> Option<OwnerRef> {
         .iter()
         .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
         .or_else(|| refs.first())?;
+    let text = |key: &str| {
+        chosen
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     Some(OwnerRef {
         kind: chosen.get("kind")?.as_str()?.to_string(),
         name: chosen.get("name")?.as_str()?.to_string(),
+        api_version: text("apiVersion"),
+        uid: text("uid"),
     })
 }
 
@@ -407,6 +420,7 @@ impl Owners {
             .by_key
             .get(&(namespace.to_string(), top.kind.clone(), top.name.clone()));
         let kind = top.kind.as_str();
+        let owner_read = found.is_some();
         let label = |key: &str| {
             found
                 .and_then(|o| o.labels.get(key))
@@ -488,6 +502,21 @@ impl Owners {
                 kind_priority: Some(if per_pod { "inference" } else { "train" }.to_string()),
                 sub_groups,
                 min_sub_group,
+                // Only an owner read whole gives the group's object: not a Deployment's per-pod
+                // groups, nor a group sized from the pods present, nor an owner without a uid.
+                owner: (owner_read
+                    && !per_pod
+                    && !count_pods
+                    && !top.uid.is_empty()
+                    && !top.api_version.is_empty())
+                .then(|| {
+                    Box::new(ObjectRef {
+                        api_version: top.api_version.clone(),
+                        kind: top.kind.clone(),
+                        name: top.name.clone(),
+                        uid: top.uid.clone(),
+                    })
+                }),
                 ..Default::default()
             },
             name,

@@ -1,0 +1,153 @@
+//! PodGroup objects for workloads that have none (pure): what KAI's pod-grouper does in the
+//! cluster (`pkg/podgrouper/pod_controller.go: Reconcile`, `podgroup/handler.go:
+//! ApplyToCluster`), from the groups ingest builds from pods' top owners.
+//!
+//! A group built from a top owner the scheduler has read (a Job, a JobSet, a PyTorchJob, …) gets
+//! a PodGroup object of the same name, owned by that owner (so it is garbage collected with the
+//! workload), with the spec the group was built with. From then on the pods join the object by
+//! that name, as they did the group: nothing changes for the cycle, and `kubectl get podgroups`
+//! shows every gang with its status. The object is made once; an owner changed later does not
+//! change it (KAI's grouper updates it).
+//!
+//! Not made: a Deployment's per-pod groups and pods without an owner (groups of one, whose
+//! status is on the pod), and groups whose owner was not read (their size is a guess from the
+//! pods present). Pods are not annotated with `pod-group-name`: they find the object by its name.
+
+use std::collections::BTreeSet;
+
+use kai_scheduler::cluster::{PodGroup, Snapshot, SubGroup};
+use kai_scheduler::ingest::KIND_PRIORITY_ANNOTATION;
+use serde_json::{Map, Value, json};
+
+use crate::calls::Call;
+
+/// The calls that make the PodGroup objects `snapshot`'s owner-built groups lack. `exists`
+/// holds `namespace/name` of the PodGroup objects in the cluster and of those made but not yet
+/// in the caches.
+pub fn plan(snapshot: &Snapshot, exists: &dyn Fn(&str) -> bool) -> Vec<Call> {
+    let with_pods: BTreeSet<(&str, &str)> = snapshot
+        .pods
+        .iter()
+        .filter(|p| !p.foreign)
+        .filter_map(|p| Some((p.namespace.as_str(), p.group.as_deref()?)))
+        .collect();
+    snapshot
+        .groups
+        .iter()
+        .filter(|g| g.owner.is_some())
+        .filter(|g| with_pods.contains(&(g.namespace.as_str(), g.name.as_str())))
+        .filter(|g| !exists(&format!("{}/{}", g.namespace, g.name)))
+        .map(|g| Call::CreatePodGroup {
+            namespace: g.namespace.clone(),
+            name: g.name.clone(),
+            object: object(g, queue_of(snapshot, g)),
+        })
+        .collect()
+}
+
+/// The queue the group's pods name (they all have their top owner's label, or their own).
+fn queue_of<'s>(snapshot: &'s Snapshot, group: &PodGroup) -> Option<&'s str> {
+    snapshot
+        .pods
+        .iter()
+        .filter(|p| p.namespace == group.namespace && p.group.as_deref() == Some(&group.name))
+        .find_map(|p| p.queue.as_deref())
+}
+
+/// Where PodGroups are created.
+pub fn pod_group_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "scheduling.run.ai".into(),
+        version: "v2alpha2".into(),
+        api_version: "scheduling.run.ai/v2alpha2".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
+    }
+}
+
+/// The PodGroup object (`scheduling.run.ai/v2alpha2`) for an owner-built group, in the shape
+/// KAI's pod-grouper writes (`handler.go: createPodGroupForMetadata`).
+pub fn object(group: &PodGroup, queue: Option<&str>) -> Value {
+    let mut metadata = json!({
+        "name": group.name,
+        "namespace": group.namespace,
+        "labels": { "app.kubernetes.io/managed-by": "kai-scheduler" },
+    });
+    if let Some(owner) = &group.owner {
+        metadata["ownerReferences"] = json!([{
+            "apiVersion": owner.api_version, "kind": owner.kind,
+            "name": owner.name, "uid": owner.uid,
+        }]);
+    }
+    if let Some(class) = &group.kind_priority {
+        metadata["annotations"] = json!({ KIND_PRIORITY_ANNOTATION: class });
+    }
+    let mut spec = Map::new();
+    if let Some(queue) = queue {
+        spec.insert("queue".into(), queue.into());
+    }
+    if let Some(class) = &group.priority_class {
+        spec.insert("priorityClassName".into(), class.clone().into());
+    }
+    if group.sub_groups.is_empty() {
+        spec.insert("minMember".into(), group.min_member.into());
+    } else if let Some(m) = group.min_sub_group {
+        spec.insert("minSubGroup".into(), m.into());
+    }
+    if let Some(constraint) = topology(
+        group.topology_required.as_deref(),
+        group.topology_preferred.as_deref(),
+    ) {
+        spec.insert("topologyConstraint".into(), constraint);
+    }
+    if !group.sub_groups.is_empty() {
+        let subs: Vec<Value> = group
+            .sub_groups
+            .iter()
+            .map(|s| sub_group(s, &group.sub_groups))
+            .collect();
+        spec.insert("subGroups".into(), subs.into());
+    }
+    json!({
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": spec,
+    })
+}
+
+fn topology(required: Option<&str>, preferred: Option<&str>) -> Option<Value> {
+    let mut constraint = Map::new();
+    if let Some(level) = required {
+        constraint.insert("requiredTopologyLevel".into(), level.into());
+    }
+    if let Some(level) = preferred {
+        constraint.insert("preferredTopologyLevel".into(), level.into());
+    }
+    (!constraint.is_empty()).then_some(Value::Object(constraint))
+}
+
+/// One `spec.subGroups` entry: a sub-group that others name as parent says how many of them
+/// must run (`minSubGroup`, absent: all), one that holds pods how many pods (`minMember`).
+fn sub_group(sub: &SubGroup, all: &[SubGroup]) -> Value {
+    let mut out = Map::new();
+    out.insert("name".into(), sub.name.clone().into());
+    if let Some(parent) = &sub.parent {
+        out.insert("parent".into(), parent.clone().into());
+    }
+    let is_parent = all.iter().any(|s| s.parent.as_ref() == Some(&sub.name));
+    if is_parent {
+        if let Some(m) = sub.min_sub_group {
+            out.insert("minSubGroup".into(), m.into());
+        }
+    } else {
+        out.insert("minMember".into(), sub.min_member.unwrap_or(0).into());
+    }
+    if let Some(constraint) = topology(
+        sub.topology_required.as_deref(),
+        sub.topology_preferred.as_deref(),
+    ) {
+        out.insert("topologyConstraint".into(), constraint);
+    }
+    Value::Object(out)
+}
