@@ -1621,3 +1621,168 @@ fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
     let (status, logs) = daemon.terminate();
     assert_eq!(status, 0, "{}", logs.join("\n"));
 }
+
+// Against a real cluster. Not run here (no API server can run on the machines this project is
+// built on); run them with a cluster whose kubeconfig you trust with a throw-away namespace:
+//
+//   kubectl apply -f charts/kai-scheduler/crds/      # unless KAI's CRDs are installed
+//   KUBECONFIG=~/.kube/config cargo test -p kai-policy-e2e --test daemon_cli real_cluster -- --ignored --test-threads 1
+//
+// They need kubectl on the PATH and one node with 100m CPU free. They make a namespace of
+// their own, use a scheduler name no other scheduler answers to, and delete the namespace at
+// the end, also when they fail.
+
+/// `kubectl` with `args` (and `stdin`), its stdout; panics with its stderr when it fails.
+fn kubectl(args: &[&str], stdin: Option<&str>) -> String {
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl is on the PATH");
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A namespace deleted when dropped.
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("kubectl")
+            .args(["delete", "namespace", &self.0, "--wait=false"])
+            .output();
+    }
+}
+
+/// Waits (at most `seconds`) until `done` holds.
+fn within(seconds: u64, what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(seconds),
+            "gave up waiting: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+#[ignore = "needs a real cluster: see the comment above"]
+fn real_cluster_binds_a_jobs_gang_makes_its_pod_group_and_says_why_a_pod_waits() {
+    let kubeconfig = std::env::var("KUBECONFIG")
+        .unwrap_or_else(|_| format!("{}/.kube/config", std::env::var("HOME").unwrap_or_default()));
+    let id = std::process::id();
+    let namespace = Namespace(format!("kai-policy-e2e-{id}"));
+    let scheduler = format!("kai-policy-e2e-{id}");
+    kubectl(&["create", "namespace", &namespace.0], None);
+
+    let dir = temp();
+    let repo_dir = dir.path().join("repo");
+    let policy = format!(
+        "queue \"e2e\" {{\n    cpu quota=1\n    namespaces \"{}\"\n}}\n",
+        namespace.0
+    );
+    write_files(&repo_dir, &[("policies/queues.kdl", &policy)]);
+    git_commit_all(&repo_dir, "queue e2e");
+    let daemon = Daemon::spawn(
+        dir.path(),
+        repo_dir.to_str().unwrap(),
+        &["--kubeconfig", &kubeconfig, "--scheduler-name", &scheduler],
+    );
+    within(120, "the daemon ready", || daemon.get("/readyz").0 == 200);
+
+    // A Job of two pods that must start together; nothing names a queue: the namespace is the
+    // queue's.
+    let job = format!(
+        r#"{{"apiVersion": "batch/v1", "kind": "Job",
+  "metadata": {{"name": "pair", "namespace": "{ns}",
+                "annotations": {{"kai.scheduler/batch-min-member": "2"}}}},
+  "spec": {{"parallelism": 2, "completions": 2, "template": {{"spec": {{
+    "schedulerName": "{scheduler}", "restartPolicy": "Never",
+    "containers": [{{"name": "c", "image": "busybox", "command": ["true"],
+                     "resources": {{"requests": {{"cpu": "10m", "memory": "16Mi"}}}}}}]}}}}}}}}"#,
+        ns = namespace.0
+    );
+    kubectl(&["apply", "-f", "-"], Some(&job));
+    let pods = || -> Vec<Value> {
+        let text = kubectl(
+            &[
+                "get",
+                "pods",
+                "-n",
+                &namespace.0,
+                "-l",
+                "job-name=pair",
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        serde_json::from_str::<Value>(&text).unwrap()["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    within(120, "both pods of the Job bound", || {
+        let pods = pods();
+        pods.len() == 2 && pods.iter().all(|p| p["spec"]["nodeName"].is_string())
+    });
+
+    // Its PodGroup, made by the scheduler, owned by the Job.
+    let group: Value = serde_json::from_str(&kubectl(
+        &[
+            "get",
+            "podgroups.scheduling.run.ai",
+            "pg-pair",
+            "-n",
+            &namespace.0,
+            "-o",
+            "json",
+        ],
+        None,
+    ))
+    .unwrap();
+    assert_eq!(group["metadata"]["ownerReferences"][0]["kind"], "Job");
+    assert_eq!(group["spec"]["minMember"], 2);
+
+    // A pod no node can hold waits, and says so where `kubectl describe pod` shows it.
+    let big = format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "too-big", "namespace": "{ns}"}},
+  "spec": {{"schedulerName": "{scheduler}", "containers": [{{"name": "c", "image": "busybox",
+    "resources": {{"requests": {{"cpu": "100000"}}}}}}]}}}}"#,
+        ns = namespace.0
+    );
+    kubectl(&["apply", "-f", "-"], Some(&big));
+    within(60, "too-big told why it waits", || {
+        let pod: Value = serde_json::from_str(&kubectl(
+            &["get", "pod", "too-big", "-n", &namespace.0, "-o", "json"],
+            None,
+        ))
+        .unwrap();
+        pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c["type"] == "PodScheduled"
+                    && c["reason"] == "Unschedulable"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.to_lowercase().contains("cpu"))
+            })
+    });
+    let (status, logs) = daemon.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
+}
