@@ -166,9 +166,17 @@ fn domains(
     ordered.into_iter().map(|(_, (_, nodes))| nodes).collect()
 }
 
+/// How many sub-group placements one try of a gang may make while it searches for domains that
+/// hold every sub-group: enough for a few sub-groups over a few domains each, and a bound on
+/// the time a gang that cannot fit takes.
+const PART_SEARCH_BUDGET: usize = 64;
+
 /// One try of the whole gang inside `domain`: at once, or, when sub-groups have their own
-/// topology constraints, part by part, each part in the first domain of its label (inside
-/// `domain`) that holds it; a part that does not fit gives back what the parts before took.
+/// topology constraints, part by part, each part in a domain of its label (inside `domain`).
+/// The parts' domains are searched together: when a later part finds no domain, an earlier part
+/// tries its next domain (depth first, domains in strategy order, at most
+/// [`PART_SEARCH_BUDGET`] part placements), so two sub-groups that fit only in each other's
+/// second choice are placed. On failure everything taken is given back.
 fn attempt_parts(
     state: &mut ClusterState,
     snapshot: &Snapshot,
@@ -179,54 +187,111 @@ fn attempt_parts(
     explain: bool,
 ) -> Result<Vec<(usize, Slot)>, Reason> {
     let Some(parts) = parts else {
-        return attempt(state, snapshot, order, plan, domain, explain);
+        return attempt(state, snapshot, order, plan, domain, explain, &[]);
     };
-    let mut placed: Vec<(usize, Slot)> = Vec::with_capacity(order.len());
-    for part in parts {
-        let part_order: Vec<usize> = order
-            .iter()
-            .copied()
-            .filter(|p| part.pods.contains(p))
-            .collect();
-        match attempt_part(state, snapshot, &part_order, part, plan, domain, explain) {
-            Ok(slots) => placed.extend(slots),
-            Err(reason) => {
-                for (q, slot) in placed.iter().rev() {
-                    state.release(slot, &snapshot.pods[*q]);
-                }
-                return Err(reason);
-            }
-        }
-    }
-    Ok(placed)
+    let orders: Vec<Vec<usize>> = parts
+        .iter()
+        .map(|part| {
+            order
+                .iter()
+                .copied()
+                .filter(|p| part.pods.contains(p))
+                .collect()
+        })
+        .collect();
+    let mut search = PartSearch {
+        snapshot,
+        parts,
+        orders: &orders,
+        plan,
+        outer: domain,
+        explain,
+        budget: PART_SEARCH_BUDGET,
+        placed: Vec::with_capacity(order.len()),
+    };
+    search.from(state, 0)?;
+    Ok(search.placed)
 }
 
-/// One sub-group's pods, inside one domain of its own label (required), or preferably so.
-fn attempt_part(
-    state: &mut ClusterState,
-    snapshot: &Snapshot,
-    order: &[usize],
-    part: &Part,
-    plan: &Plan,
-    outer: Option<&HashSet<usize>>,
+/// The depth-first search of [`attempt_parts`].
+struct PartSearch<'a> {
+    snapshot: &'a Snapshot,
+    parts: &'a [Part<'a>],
+    orders: &'a [Vec<usize>],
+    plan: &'a Plan<'a>,
+    outer: Option<&'a HashSet<usize>>,
     explain: bool,
-) -> Result<Vec<(usize, Slot)>, Reason> {
-    let Some(label) = part.required.or(part.preferred) else {
-        return attempt(state, snapshot, order, plan, outer, explain);
-    };
-    for nodes in domains(state, snapshot, label, plan.strategy, outer) {
-        let members: HashSet<usize> = nodes.into_iter().collect();
-        if let Ok(slots) = attempt(state, snapshot, order, plan, Some(&members), explain) {
-            return Ok(slots);
+    budget: usize,
+    /// What the parts before the current one took.
+    placed: Vec<(usize, Slot)>,
+}
+
+impl PartSearch<'_> {
+    /// Places parts `i..`, given what the parts before took; on failure `placed` is as it was.
+    fn from(&mut self, state: &mut ClusterState, i: usize) -> Result<(), Reason> {
+        let Some(part) = self.parts.get(i) else {
+            return Ok(());
+        };
+        let order = &self.orders[i];
+        let label = part.required.or(part.preferred);
+        // The domains of the part's own label, then (when it only prefers one) anywhere.
+        let mut tries: Vec<Option<HashSet<usize>>> = match label {
+            Some(label) => domains(state, self.snapshot, label, self.plan.strategy, self.outer)
+                .into_iter()
+                .map(|nodes| Some(nodes.into_iter().collect()))
+                .collect(),
+            None => Vec::new(),
+        };
+        if part.required.is_none() {
+            tries.push(None);
         }
+        let mut own_failure = None;
+        let mut later_failure = None;
+        for within in &tries {
+            if self.budget == 0 {
+                break;
+            }
+            self.budget -= 1;
+            let within = within.as_ref().or(self.outer);
+            match attempt(
+                state,
+                self.snapshot,
+                order,
+                self.plan,
+                within,
+                self.explain,
+                &self.placed,
+            ) {
+                Ok(slots) => {
+                    let before = self.placed.len();
+                    self.placed.extend(slots);
+                    match self.from(state, i + 1) {
+                        Ok(()) => return Ok(()),
+                        Err(reason) => {
+                            for (q, slot) in self.placed.drain(before..).rev() {
+                                state.release(&slot, &self.snapshot.pods[q]);
+                            }
+                            later_failure = Some(reason);
+                        }
+                    }
+                }
+                Err(reason) => own_failure = Some(reason),
+            }
+        }
+        // Why: a later part's reason when this part found room somewhere, else this part's.
+        Err(later_failure
+            .or(match (part.required, own_failure) {
+                (Some(label), _) => Some(Reason::NoTopologyDomain {
+                    label: label.to_string(),
+                    pods: order.len() as u32,
+                }),
+                (None, reason) => reason,
+            })
+            .unwrap_or(Reason::NoNodeFits {
+                nodes: state.len() as u32,
+                found: Vec::new(),
+            }))
     }
-    if part.required.is_some() {
-        return Err(Reason::NoTopologyDomain {
-            label: label.to_string(),
-            pods: order.len() as u32,
-        });
-    }
-    attempt(state, snapshot, order, plan, outer, explain)
 }
 
 /// One try, inside a domain or anywhere; on failure everything taken is given back, and the
@@ -239,9 +304,14 @@ fn attempt(
     plan: &Plan,
     domain: Option<&HashSet<usize>>,
     explain: bool,
+    before: &[(usize, Slot)],
 ) -> Result<Vec<(usize, Slot)>, Reason> {
     let mut placed: Vec<(usize, Slot)> = Vec::with_capacity(order.len());
+    // The gang's GPUs on each node so far (`max-gpus-per-node` counts the whole gang).
     let mut gpus_on: HashMap<usize, i64> = HashMap::new();
+    for (q, slot) in before {
+        *gpus_on.entry(slot.node).or_default() += snapshot.pods[*q].request.gpu;
+    }
     for &p in order {
         let pod = &snapshot.pods[p];
         let chosen = choose(state, pod, plan, domain, &gpus_on);
