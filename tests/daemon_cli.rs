@@ -1786,3 +1786,52 @@ fn real_cluster_binds_a_jobs_gang_makes_its_pod_group_and_says_why_a_pod_waits()
     let (status, logs) = daemon.terminate();
     assert_eq!(status, 0, "{}", logs.join("\n"));
 }
+
+#[test]
+fn a_pod_group_our_types_cannot_read_holds_only_its_own_pods() {
+    let in_group = |name: &str, group: &str| {
+        let mut pod = pending_pod(name);
+        pod["metadata"]["annotations"] = json!({ "pod-group-name": group });
+        pod
+    };
+    let group = |name: &str, spec: Option<Value>| {
+        let mut g = json!({ "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": { "name": name, "namespace": "a", "uid": format!("uid-{name}"),
+                          "resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z" } });
+        if let Some(spec) = spec {
+            g["spec"] = spec;
+        }
+        g
+    };
+    // `bare` has no spec (KAI's CRD accepts that); `broken` has a minMember no type can read
+    // (a CRD without a schema lets it in). A typed watch fails its whole list on `broken`.
+    let api = FakeApi::start_with_groups(
+        vec![node("n1")],
+        vec![in_group("b0", "bare"), in_group("x0", "broken")],
+        vec![
+            group("bare", None),
+            group("broken", Some(json!({ "minMember": "two", "queue": "a" }))),
+        ],
+    );
+    let state = api.state.clone();
+    let (dir, repo) = kube_setup(&api);
+    let daemon = Daemon::spawn(
+        dir.path(),
+        &repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+        ],
+    );
+    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    eventually("b0 bound", || !binds_of(&state, "a/b0").is_empty());
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        binds_of(&state, "a/x0").is_empty(),
+        "its PodGroup cannot be read"
+    );
+    let (status, logs) = daemon.terminate();
+    assert_eq!(status, 0, "{}", logs.join("\n"));
+}

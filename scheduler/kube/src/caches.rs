@@ -4,6 +4,9 @@
 //! relisting by itself after a `410 Gone` or a broken connection (kube-runtime's watcher with
 //! its default backoff).
 //!
+//! PodGroups, Queues and owners are followed as untyped objects (one object our types cannot
+//! read must not stop a cache); PodGroups become our type in [`Caches::objects`], one by one.
+//!
 //! An owner kind the cluster does not serve (its CRD is not installed: the list answers 404) or
 //! does not let us read (403) is *absent*: readiness does not wait for it, its pods are grouped
 //! without it, and its watch keeps trying quietly, so a CRD installed later is followed.
@@ -19,6 +22,8 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use std::sync::Arc;
+
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -30,8 +35,8 @@ use crate::snapshot::Objects;
 pub struct Caches {
     nodes: Store<Node>,
     pods: Store<Pod>,
-    groups: Store<PodGroup>,
-    queues: Store<Queue>,
+    groups: Store<DynamicObject>,
+    queues: Store<DynamicObject>,
     owners: Vec<OwnerCache>,
     _tasks: JoinSet<()>,
 }
@@ -69,33 +74,39 @@ where
         .default_backoff()
         .reflect(writer);
     let (listing, _) = watch::channel(Listing::Pending);
-    tasks.spawn(drive(stream, kind.to_string(), listing));
+    tasks.spawn(drive(stream, kind.to_string(), None, listing));
     reader
 }
 
-/// Follows one owner kind, keeping of each object only what grouping reads (metadata, and the
-/// spec for kinds whose size is in it), so the cache of every ReplicaSet in a big cluster stays
-/// small.
-fn follow_owner(
+/// What a cache of untyped objects keeps of each one (never `managedFields`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Metadata only.
+    Metadata,
+    /// Metadata and `spec`.
+    Spec,
+    /// Everything else.
+    Whole,
+}
+
+/// Follows one kind as untyped objects, so that one object our types cannot read never stops
+/// the cache (a typed reflector fails its whole list on it), and keeps of each object only
+/// what `keep` says, so the cache of every ReplicaSet in a big cluster stays small.
+/// `absent_note` is what a 404 or 403 on the list means for this kind (logged once at info, and
+/// the listing is then [`Listing::Absent`]); `None`: an error like any other.
+fn follow_dynamic(
     client: kube::Client,
-    kind: &'static OwnerKind,
+    resource: ApiResource,
+    keep: Keep,
+    absent_note: Option<&'static str>,
     tasks: &mut JoinSet<()>,
-) -> OwnerCache {
-    let api_version = format!("{}/{}", kind.group, kind.version);
-    let resource = ApiResource {
-        group: kind.group.into(),
-        version: kind.version.into(),
-        api_version: api_version.clone(),
-        kind: kind.kind.into(),
-        plural: kind.plural.into(),
-    };
+) -> (Store<DynamicObject>, watch::Receiver<Listing>) {
     let writer = reflector::store::Writer::new(resource.clone());
     let reader = writer.as_reader();
     let types = TypeMeta {
-        api_version,
-        kind: kind.kind.into(),
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
     };
-    let keep_spec = kind.spec;
     let stream = watcher(
         Api::<DynamicObject>::all_with(client, &resource),
         watcher::Config::default(),
@@ -105,29 +116,77 @@ fn follow_owner(
         // List items come without their type; ingest reads the kind from it.
         object.types = Some(types.clone());
         object.metadata.managed_fields = None;
-        let spec = keep_spec
-            .then(|| object.data.get_mut("spec").map(serde_json::Value::take))
-            .flatten();
-        object.data = match spec {
-            Some(spec) => serde_json::json!({ "spec": spec }),
-            None => serde_json::json!({}),
-        };
+        match keep {
+            Keep::Whole => {}
+            Keep::Spec => {
+                let spec = object.data.get_mut("spec").map(serde_json::Value::take);
+                object.data = match spec {
+                    Some(spec) => serde_json::json!({ "spec": spec }),
+                    None => serde_json::json!({}),
+                };
+            }
+            Keep::Metadata => object.data = serde_json::json!({}),
+        }
     })
     .reflect(writer);
     let (listing, receiver) = watch::channel(Listing::Pending);
-    let name = format!("{} ({}/{})", kind.kind, kind.group, kind.version);
-    tasks.spawn(drive(stream, name, listing));
+    let name = if resource.group.is_empty() || absent_note.is_none() {
+        resource.kind.clone()
+    } else {
+        format!("{} ({})", resource.kind, resource.api_version)
+    };
+    tasks.spawn(drive(stream, name, absent_note, listing));
+    (reader, receiver)
+}
+
+/// Follows one owner kind: metadata, and the spec where its gang size is.
+fn follow_owner(
+    client: kube::Client,
+    kind: &'static OwnerKind,
+    tasks: &mut JoinSet<()>,
+) -> OwnerCache {
+    let resource = ApiResource {
+        group: kind.group.into(),
+        version: kind.version.into(),
+        api_version: format!("{}/{}", kind.group, kind.version),
+        kind: kind.kind.into(),
+        plural: kind.plural.into(),
+    };
+    let keep = if kind.spec {
+        Keep::Spec
+    } else {
+        Keep::Metadata
+    };
+    let (store, listing) = follow_dynamic(
+        client,
+        resource,
+        keep,
+        Some("pods it owns are grouped without it"),
+        tasks,
+    );
     OwnerCache {
         kind,
-        store: reader,
-        listing: receiver,
+        store,
+        listing,
     }
+}
+
+/// A PodGroup from the cache as our type. One without a `spec` (both KAI's CRD and ours accept
+/// it) reads as one with an empty spec, as KAI's Go types read it; a field of the wrong type
+/// (only possible where the CRD does not check) is why it cannot be read.
+pub fn typed_group(object: &DynamicObject) -> Result<PodGroup, String> {
+    let mut value = serde_json::to_value(object).map_err(|e| e.to_string())?;
+    if value.get("spec").is_none_or(serde_json::Value::is_null) {
+        value["spec"] = serde_json::json!({});
+    }
+    serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
 /// Runs one watch to the end, logging its failures and saying where its listing stands.
 async fn drive<K>(
     stream: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     kind: String,
+    absent_note: Option<&'static str>,
     listing: watch::Sender<Listing>,
 ) {
     futures::pin_mut!(stream);
@@ -142,17 +201,15 @@ async fn drive<K>(
                     watcher::Error::InitialListFailed(kube::Error::Api(s)) => Some(s.code),
                     _ => None,
                 };
-                match refused {
-                    Some(code @ (403 | 404)) => {
+                match (refused, absent_note) {
+                    (Some(code @ (403 | 404)), Some(note)) => {
                         if *listing.borrow() != Listing::Absent {
                             let why = if code == 404 {
                                 "is not served by this cluster (its CRD is not installed)"
                             } else {
                                 "may not be listed (403: the scheduler's ClusterRole lacks list and watch on it)"
                             };
-                            tracing::info!(
-                                "{kind} {why}: pods it owns are grouped without it; checking again with backoff"
-                            );
+                            tracing::info!("{kind} {why}: {note}; checking again with backoff");
                         }
                         listing.send_replace(Listing::Absent);
                     }
@@ -183,8 +240,22 @@ impl Caches {
         Caches {
             nodes: follow(Api::all(client.clone()), "Node", &mut tasks),
             pods: follow(Api::all(client.clone()), "Pod", &mut tasks),
-            groups: follow(Api::all(client.clone()), "PodGroup", &mut tasks),
-            queues: follow(Api::all(client.clone()), "Queue", &mut tasks),
+            groups: follow_dynamic(
+                client.clone(),
+                ApiResource::erase::<PodGroup>(&()),
+                Keep::Whole,
+                None,
+                &mut tasks,
+            )
+            .0,
+            queues: follow_dynamic(
+                client.clone(),
+                ApiResource::erase::<Queue>(&()),
+                Keep::Metadata,
+                None,
+                &mut tasks,
+            )
+            .0,
             owners: access::OWNER_KINDS
                 .iter()
                 .map(|kind| follow_owner(client.clone(), kind, &mut tasks))
@@ -246,10 +317,23 @@ impl Caches {
                 complete_owner_kinds.push(cache.kind.kind.to_string());
             }
         }
+        let mut groups = Vec::new();
+        let mut unreadable_groups = Vec::new();
+        for object in self.groups.state() {
+            match typed_group(&object) {
+                Ok(group) => groups.push(Arc::new(group)),
+                Err(why) => unreadable_groups.push((
+                    object.metadata.namespace.clone().unwrap_or_default(),
+                    object.metadata.name.clone().unwrap_or_default(),
+                    why,
+                )),
+            }
+        }
         Objects {
             nodes: self.nodes.state(),
             pods: self.pods.state(),
-            groups: self.groups.state(),
+            groups,
+            unreadable_groups,
             owners,
             complete_owner_kinds,
         }

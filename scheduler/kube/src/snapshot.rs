@@ -40,6 +40,8 @@ pub struct Objects {
     pub pods: Vec<Arc<Pod>>,
     /// PodGroups.
     pub groups: Vec<Arc<PodGroup>>,
+    /// PodGroups our type cannot read: `(namespace, name, why)`. Their pending pods wait.
+    pub unreadable_groups: Vec<(String, String, String)>,
     /// Objects that may own pods (ReplicaSets, Jobs, JobSets, …), each with its type.
     pub owners: Vec<Arc<DynamicObject>>,
     /// The owner kinds of which `owners` holds every object (their watches have listed): a
@@ -94,6 +96,18 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
         all.push(entry(kind, value, None));
     }
     let mut out = Read::default();
+    // A gang whose PodGroup cannot be read is not scheduled pod by pod: its pending pods wait.
+    for (namespace, name, why) in &objects.unreadable_groups {
+        out.problems.push(format!(
+            "PodGroup {namespace}/{name}: cannot be read ({why}); its pending pods wait until it is fixed"
+        ));
+        all.retain(|(_, pod, bound_to)| {
+            bound_to.is_some()
+                || pod["kind"] != "Pod"
+                || pod["metadata"]["namespace"] != namespace.as_str()
+                || pod["metadata"]["annotations"][ingest::POD_GROUP_ANNOTATION] != name.as_str()
+        });
+    }
     let mut blocked_nodes = BTreeSet::new();
     loop {
         let raw = all.iter().map(|(l, v, _)| (l.clone(), v.clone())).collect();

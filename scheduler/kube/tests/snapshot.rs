@@ -514,3 +514,46 @@ fn groups_of_one_and_groups_whose_owner_was_not_read_get_no_pod_group() {
     assert_eq!(read.snapshot.pods.len(), 3, "{:?}", read.notes);
     assert!(creates(&grouper::plan(&read.snapshot, &|_| false)).is_empty());
 }
+
+#[test]
+fn a_pod_group_that_cannot_be_read_holds_its_pending_pods_and_one_without_a_spec_reads() {
+    use kai_scheduler_kube::caches::typed_group;
+    let dynamic = |spec: Option<serde_json::Value>| -> kube::api::DynamicObject {
+        let mut object = json!({
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": { "name": "job", "namespace": "team-a" },
+        });
+        if let Some(spec) = spec {
+            object["spec"] = spec;
+        }
+        serde_json::from_value(object).unwrap()
+    };
+    // No spec: accepted by KAI's CRD and ours, read with an empty spec as KAI's Go types do.
+    let bare = typed_group(&dynamic(None)).unwrap();
+    assert_eq!(bare.spec, Default::default());
+    // A field of the wrong type cannot be read, and says why.
+    let why = typed_group(&dynamic(Some(json!({ "minMember": "two" })))).unwrap_err();
+    assert!(why.contains("invalid type"), "{why}");
+
+    // Its pending pods wait (they would otherwise go one by one); its bound pod still counts.
+    let read = read(
+        &Objects {
+            nodes: vec![node("n1", 8)],
+            pods: vec![
+                pod("running", Some("n1"), "kai-scheduler", "2"),
+                pod("waiting", None, "kai-scheduler", "4"),
+            ],
+            unreadable_groups: vec![("team-a".into(), "job".into(), why.clone())],
+            ..Objects::default()
+        },
+        &options(),
+    );
+    let names: Vec<&str> = read.snapshot.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["running"]);
+    assert_eq!(
+        read.problems,
+        [format!(
+            "PodGroup team-a/job: cannot be read ({why}); its pending pods wait until it is fixed"
+        )]
+    );
+}
