@@ -349,4 +349,8 @@ pub struct Snapshot {
     pub pods: Vec<Pod>,
     /// Pod groups.
     pub groups: Vec<PodGroup>,
+    /// The cluster's PriorityClass objects, name → value: a class the policy does not declare
+    /// takes its value from here, as KAI takes every class's (`cluster_info.go:
+    /// getPodGroupPriority`).
+    pub priority_classes: BTreeMap<String, i32>,
 }

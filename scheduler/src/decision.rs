@@ -212,7 +212,7 @@ pub enum Reason {
         /// Seconds until it may.
         remaining: u64,
     },
-    /// The priority class is not declared by the policy.
+    /// The priority class is declared neither by the policy nor by a PriorityClass of the cluster.
     UnknownPriorityClass {
         /// The name given.
         name: String,
@@ -354,7 +354,10 @@ impl fmt::Display for Reason {
                 kai_policy_compiler::quantity::Duration(*remaining)
             ),
             Reason::UnknownPriorityClass { name } => {
-                write!(f, "priority class {name} is not declared by the policy")
+                write!(
+                    f,
+                    "priority class {name} is declared neither by the policy nor by a PriorityClass in the cluster"
+                )
             }
         }
     }

@@ -394,6 +394,8 @@ struct Head {
 /// The typed object, why it is not one, or an owner of another kind.
 enum Body {
     Typed(Result<Object, String>),
+    /// A PriorityClass's value, or why it has none.
+    PriorityClass(Result<i32, String>),
     Other(Box<owners::Owner>),
 }
 
@@ -546,6 +548,12 @@ fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
                 }))
             }))
         }
+        ("scheduling.k8s.io/v1", "PriorityClass") => {
+            Body::PriorityClass(match value.get("value").and_then(Value::as_i64) {
+                Some(v) => i32::try_from(v).map_err(|_| format!("value {v} is out of range")),
+                None => Err("it has no integer `value`".to_string()),
+            })
+        }
         ("scheduling.run.ai/v2alpha2", "PodGroup") => {
             quote_scalars(&mut value);
             Body::Typed(match created_text.map(|t| t.parse::<Timestamp>()) {
@@ -594,6 +602,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     // Each object with its label for notes, and its namespace and name.
     let mut objects: Vec<(String, String, String, Object)> = Vec::new();
     let mut owners = owners::Owners::complete(&options.complete_owner_kinds);
+    let mut priority_classes = BTreeMap::new();
     // Objects of other kinds, in file order, with the note they get if they own no pod.
     let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
     let mut seen = HashSet::new();
@@ -639,6 +648,12 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
         }
         match body {
             Body::Typed(Ok(object)) => objects.push((label, namespace, name, object)),
+            Body::PriorityClass(Ok(value)) => {
+                priority_classes.insert(name, value);
+            }
+            Body::PriorityClass(Err(why)) => {
+                notes.push(format!("skipped {label}: {why}"));
+            }
             Body::Typed(Err(why)) => {
                 notes.push(format!("skipped {label}: not a valid {kind}: {why}"));
             }
@@ -671,7 +686,10 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     };
     let taken = instants.iter().map(|&t| clock(t)).max().unwrap_or(0);
 
-    let mut snapshot = Snapshot::default();
+    let mut snapshot = Snapshot {
+        priority_classes,
+        ..Snapshot::default()
+    };
     let mut pod_owners = Vec::new();
     let mut succeeded: Vec<(String, Option<String>, Option<owners::OwnerRef>, String)> = Vec::new();
     for (label, namespace, name, object) in objects {

@@ -680,6 +680,7 @@ fn snapshot(
     }
     Ok((
         Snapshot {
+            priority_classes: Default::default(),
             nodes,
             pods,
             groups,

@@ -79,8 +79,11 @@ pub const QUEUES_APPLY: Access = cluster("scheduling.run.ai", "queues", "patch")
 pub const QUEUES_CREATE: Access = cluster("scheduling.run.ai", "queues", "create");
 /// Delete a Queue this scheduler applied that the policy no longer has.
 pub const QUEUES_DELETE: Access = cluster("scheduling.run.ai", "queues", "delete");
-/// List the PriorityClasses this scheduler applied (to prune them).
+/// List PriorityClasses: the watch cache (a class the policy does not declare takes the
+/// cluster's value), and, with `--apply-queues`, the ones this scheduler applied (to prune them).
 pub const PRIORITY_CLASSES_LIST: Access = cluster("scheduling.k8s.io", "priorityclasses", "list");
+/// Watch PriorityClasses.
+pub const PRIORITY_CLASSES_WATCH: Access = cluster("scheduling.k8s.io", "priorityclasses", "watch");
 /// Server-side apply a policy's PriorityClass.
 pub const PRIORITY_CLASSES_APPLY: Access = cluster("scheduling.k8s.io", "priorityclasses", "patch");
 /// The same, for a PriorityClass that does not exist yet.
@@ -194,6 +197,8 @@ pub const BASE: &[Access] = &[
     POD_GROUP_CREATE,
     QUEUES_LIST,
     QUEUES_WATCH,
+    PRIORITY_CLASSES_LIST,
+    PRIORITY_CLASSES_WATCH,
     POD_GROUPS_WATCH,
     BIND,
     EVICT,
@@ -211,7 +216,6 @@ pub const APPLY: &[Access] = &[
     QUEUES_APPLY,
     QUEUES_CREATE,
     QUEUES_DELETE,
-    PRIORITY_CLASSES_LIST,
     PRIORITY_CLASSES_APPLY,
     PRIORITY_CLASSES_CREATE,
     PRIORITY_CLASSES_DELETE,

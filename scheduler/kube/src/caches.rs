@@ -18,6 +18,7 @@
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::reflector::{self, Store};
@@ -37,6 +38,7 @@ pub struct Caches {
     pods: Store<Pod>,
     groups: Store<DynamicObject>,
     queues: Store<DynamicObject>,
+    priority_classes: Store<PriorityClass>,
     owners: Vec<OwnerCache>,
     _tasks: JoinSet<()>,
 }
@@ -256,6 +258,7 @@ impl Caches {
                 &mut tasks,
             )
             .0,
+            priority_classes: follow(Api::all(client.clone()), "PriorityClass", &mut tasks),
             owners: access::OWNER_KINDS
                 .iter()
                 .map(|kind| follow_owner(client.clone(), kind, &mut tasks))
@@ -269,6 +272,7 @@ impl Caches {
     /// one by one. The future owns handles on the stores, so it can run as its own task.
     pub fn synced(&self) -> impl Future<Output = Result<(), String>> + Send + 'static {
         let (nodes, pods, groups) = (self.nodes.clone(), self.pods.clone(), self.groups.clone());
+        let classes = self.priority_classes.clone();
         let owners: Vec<_> = self
             .owners
             .iter()
@@ -281,6 +285,7 @@ impl Caches {
             wait(nodes.wait_until_ready().await, "Node")?;
             wait(pods.wait_until_ready().await, "Pod")?;
             wait(groups.wait_until_ready().await, "PodGroup")?;
+            wait(classes.wait_until_ready().await, "PriorityClass")?;
             for (kind, mut listing) in owners {
                 listing
                     .wait_for(|l| *l != Listing::Pending)
@@ -334,6 +339,7 @@ impl Caches {
             pods: self.pods.state(),
             groups,
             unreadable_groups,
+            priority_classes: self.priority_classes.state(),
             owners,
             complete_owner_kinds,
         }

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::jiff::Timestamp;
 use kai_scheduler::cluster::{Snapshot, Time};
 use kai_scheduler::ingest::{self, Options};
@@ -40,6 +41,8 @@ pub struct Objects {
     pub pods: Vec<Arc<Pod>>,
     /// PodGroups.
     pub groups: Vec<Arc<PodGroup>>,
+    /// PriorityClasses (a class the policy does not declare takes its value from here).
+    pub priority_classes: Vec<Arc<PriorityClass>>,
     /// PodGroups our type cannot read: `(namespace, name, why)`. Their pending pods wait.
     pub unreadable_groups: Vec<(String, String, String)>,
     /// Objects that may own pods (ReplicaSets, Jobs, JobSets, …), each with its type.
@@ -89,6 +92,10 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
     for group in &objects.groups {
         let value = typed("scheduling.run.ai/v2alpha2", "PodGroup", group.as_ref());
         all.push(entry("PodGroup", value, None));
+    }
+    for class in &objects.priority_classes {
+        let value = typed("scheduling.k8s.io/v1", "PriorityClass", class.as_ref());
+        all.push(entry("PriorityClass", value, None));
     }
     for owner in &objects.owners {
         let kind = owner.types.as_ref().map_or("", |t| t.kind.as_str());

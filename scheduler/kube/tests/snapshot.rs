@@ -557,3 +557,25 @@ fn a_pod_group_that_cannot_be_read_holds_its_pending_pods_and_one_without_a_spec
         )]
     );
 }
+
+#[test]
+fn the_clusters_priority_classes_reach_the_snapshot() {
+    let class: k8s_openapi::api::scheduling::v1::PriorityClass = serde_json::from_value(json!({
+        "metadata": { "name": "tenant-critical", "resourceVersion": "412" },
+        "value": 2000, "preemptionPolicy": "PreemptLowerPriority"
+    }))
+    .unwrap();
+    let read = read(
+        &Objects {
+            nodes: vec![node("n1", 8)],
+            priority_classes: vec![Arc::new(class)],
+            ..Objects::default()
+        },
+        &options(),
+    );
+    assert_eq!(read.problems, Vec::<String>::new());
+    assert_eq!(
+        read.snapshot.priority_classes,
+        [("tenant-critical".to_string(), 2000)].into()
+    );
+}

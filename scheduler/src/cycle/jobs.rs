@@ -1,5 +1,7 @@
 //! Jobs: pods grouped into gangs, each resolved to its leaf queue and its priority.
 
+use std::collections::BTreeMap;
+
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use kai_policy_compiler::model::{Policy, PriorityClass};
@@ -96,8 +98,13 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 .and_then(|g| g.queue.clone())
                 .or_else(|| first.queue.clone());
             let queue = resolve_queue(policy, &names, namespace, named_queue.as_deref());
-            let (class, declared) = priority_class(policy, group, first, &queue);
-            let priority = declared.map_or(0, |c| c.value);
+            let (class, declared) =
+                priority_class(policy, &snapshot.priority_classes, group, first, &queue);
+            // A class the policy does not declare takes the cluster's value, as KAI takes it.
+            let cluster_value = class
+                .filter(|_| declared.is_none())
+                .and_then(|c| snapshot.priority_classes.get(c).copied());
+            let priority = declared.map_or(cluster_value.unwrap_or(0), |c| c.value);
             let created = match group {
                 Some(g) if g.kind_priority.is_none() => g.created,
                 _ => all
@@ -147,7 +154,9 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
                 queue,
                 priority,
                 preemptible,
-                unknown_priority_class: class.filter(|_| declared.is_none()).map(str::to_string),
+                unknown_priority_class: class
+                    .filter(|_| declared.is_none() && cluster_value.is_none())
+                    .map(str::to_string),
                 created,
                 namespace: namespace.to_string(),
                 pods,
@@ -170,15 +179,17 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
 /// (`default_grouper.go: calcPriorityClassWithDefaults`): the `priorityClassName` label (top
 /// owner, else pod) when the policy declares it, the pod's `spec.priorityClassName`, the queue's
 /// default class, then the kind's default (`inference` for Deployments) and `train` when
-/// declared. An undeclared `spec.priorityClassName` is kept (and reported): Kubernetes only
-/// admits pods whose class exists, so the policy is missing it.
+/// declared. A class is declared by the policy or by a PriorityClass object of the cluster
+/// (`cluster`); the declaration returned is the policy's. A `spec.priorityClassName` declared
+/// by neither is kept (and reported): Kubernetes only admits pods whose class exists.
 fn priority_class<'a>(
     policy: &'a Policy,
+    cluster: &BTreeMap<String, i32>,
     group: Option<&'a PodGroup>,
     first: &'a Pod,
     queue: &Result<usize, Reason>,
 ) -> (Option<&'a str>, Option<&'a PriorityClass>) {
-    let declared = |c: &str| policy.priority_class(c).is_some();
+    let declared = |c: &str| policy.priority_class(c).is_some() || cluster.contains_key(c);
     let explicit = group.is_some_and(|g| g.kind_priority.is_none());
     let class = group
         .and_then(|g| g.priority_class.as_deref())

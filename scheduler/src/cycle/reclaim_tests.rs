@@ -45,6 +45,7 @@ fn reclaim_never_takes_a_queue_more_than_one_victim_below_its_share() {
         "#,
     );
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
             pod("a", "a1", 4),
@@ -97,6 +98,7 @@ fn a_reclaimer_within_quota_takes_from_a_queue_above_its_quota() {
     pods.push(running(created(pod("c", "c1", 1), 0), "n2", 3000));
     pods.push(running(created(pod("c", "c2", 2), 0), "n3", 3000));
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 2)],
         pods,
         groups: vec![],
@@ -145,6 +147,7 @@ fn reclaim_compares_queues_where_their_paths_split() {
         pods.push(at(pod("l3", &format!("l3-{i}"), 1), n, 3000));
     }
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 4)],
         pods,
         groups: vec![],
@@ -176,6 +179,7 @@ fn reclaim_asks_for_the_gang_minimum() {
         pods.push(running(created(pod("b", &format!("b{i}"), 1), i), "n1", i));
     }
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
         groups: vec![PodGroup { created: 100, ..g }],
@@ -200,6 +204,7 @@ fn an_elastic_victim_loses_only_surplus_pods() {
         .collect();
     pods.push(created(pod("a", "a1", 1), 100));
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
         groups: vec![g],

@@ -134,6 +134,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
     let p = policy(TWO_TEAMS);
     let (pods, group) = gang("a", "fits", 3, 4, 3);
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
         groups: vec![group],
@@ -142,6 +143,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
 
     let (pods, group) = gang("a", "too-big", 5, 4, 5);
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
         groups: vec![group],
@@ -164,6 +166,7 @@ fn a_gang_with_fewer_pods_than_its_minimum_waits() {
     let p = policy(TWO_TEAMS);
     let (pods, group) = gang("a", "g", 2, 1, 4);
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods,
         groups: vec![group],
@@ -181,6 +184,7 @@ fn a_gang_with_fewer_pods_than_its_minimum_waits() {
 fn a_queue_never_goes_above_its_limit_even_with_idle_gpus() {
     let p = policy(TWO_TEAMS);
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![running(pod("a", "old", 8), "n1", 0), pod("a", "new", 20)],
         groups: vec![],
@@ -214,6 +218,7 @@ fn non_preemptible_work_only_runs_within_quota() {
         ..pod("b", name, gpus)
     };
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![prod("one", 6), prod("two", 4)],
         groups: vec![],
@@ -239,6 +244,7 @@ fn namespace_rules_decide_the_queue_and_say_why_not() {
         ..pod(ns, name, 1)
     };
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![
             pod("a", "by-default", 1),
@@ -287,6 +293,7 @@ fn higher_priority_preempts_lower_inside_a_queue_and_is_pipelined() {
         ..pod("b", "prod", 8)
     };
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![train, prod],
         groups: vec![],
@@ -313,6 +320,7 @@ fn a_starved_queue_reclaims_from_one_above_its_fair_share() {
     let p = policy(TWO_TEAMS);
     // a runs 16 GPUs (fair share 8 when b asks for 8); b waits for 8.
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
             running(
@@ -365,6 +373,7 @@ fn a_victim_inside_its_min_runtime_is_not_reclaimed() {
         "queue \"a\" {\n min-runtime reclaim=\"10m\"\n",
     ));
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
             running(pod("a", "a1", 8), "n1", 0),
@@ -401,6 +410,7 @@ fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
         ..pod("a", name, 0)
     };
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 1), node("n2", 1)],
         pods: vec![running(half("h0"), "n1", 0), half("h1"), half("h2")],
         groups: vec![],
@@ -418,6 +428,7 @@ fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
 #[test]
 fn binpack_fills_the_fullest_node_and_spread_the_emptiest() {
     let s = |p: Pod| Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![running(pod("a", "old", 6), "n2", 0), p],
         groups: vec![],
@@ -458,6 +469,7 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
     let r = cycle(
         &p,
         &Snapshot {
+            priority_classes: Default::default(),
             nodes: nodes.clone(),
             pods,
             groups: vec![group],
@@ -475,6 +487,7 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
     let r = cycle(
         &p,
         &Snapshot {
+            priority_classes: Default::default(),
             nodes: tiny,
             pods,
             groups: vec![group],
@@ -502,6 +515,7 @@ fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() 
     pods[1] = running(pods[1].clone(), "n2", 0);
     pods[2].created = 100;
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
         groups: vec![group],
@@ -563,6 +577,7 @@ fn consolidation_moves_a_pod_to_make_room_for_a_gang_and_re_places_it() {
     let p = policy(TWO_TEAMS);
     // 4 free GPUs on each node, but the pending pod needs 8 on one node: move b/small away.
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
             running(pod("b", "small", 4), "n1", 0),
@@ -591,6 +606,7 @@ fn consolidation_never_moves_non_preemptible_work() {
         ..running(pod("b", name, 4), node_name, 0)
     };
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![prod("p1", "n1"), prod("p2", "n2"), pod("a", "big", 8)],
         groups: vec![],
@@ -621,6 +637,7 @@ fn a_cycle_runs_only_the_actions_it_is_given() {
         ..pod("b", "b2", 4)
     });
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8), node("n3", 8)],
         pods,
         groups: vec![],
@@ -667,6 +684,7 @@ fn a_preemption_delay_counts_from_the_last_eviction_when_later() {
     // A lower-priority pod of the same queue holds the node: preempt would take it.
     pods.push(running(pod("b", "b1", 8), "n1", 0));
     let s = Snapshot {
+        priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods,
         groups: vec![group],
