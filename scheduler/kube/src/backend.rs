@@ -1,7 +1,7 @@
 //! The backend the daemon drives: connect, take a snapshot each cycle, apply the cycle's
 //! decisions. Leader election runs beside it as its own task ([`KubeBackend::elect`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -79,14 +79,19 @@ pub struct KubeBackend {
     /// Stale marks to write on their PodGroups with the next calls (and again after a call
     /// that failed): `(namespace/name, since)`, seconds since the epoch.
     stale_marks: BTreeMap<String, Option<u64>>,
-    /// PodGroups this scheduler made that the caches may not show yet (`namespace/name`), and
-    /// those whose creation failed, with when (tried again a minute later, not every cycle).
-    made_groups: BTreeSet<String>,
+    /// PodGroups this scheduler made that the caches may not show yet (`namespace/name`, when),
+    /// and those whose creation failed, with when (tried again a minute later, not every
+    /// cycle). Both forget an entry after [`GROUP_MEMORY_SECONDS`] (an object made and deleted
+    /// before the caches saw it is made again), so neither grows without bound.
+    made_groups: BTreeMap<String, Timestamp>,
     failed_groups: BTreeMap<String, Timestamp>,
 }
 
 /// How long a PodGroup whose creation failed waits before it is tried again.
 const GROUP_RETRY_SECONDS: i64 = 60;
+
+/// How long a PodGroup made is assumed to exist before the caches show it.
+const GROUP_MEMORY_SECONDS: i64 = 300;
 
 impl KubeBackend {
     /// Connects and starts the watch caches (they fill in the background; see
@@ -127,7 +132,7 @@ impl KubeBackend {
             last: Read::default(),
             group_status: BTreeMap::new(),
             stale_marks: BTreeMap::new(),
-            made_groups: BTreeSet::new(),
+            made_groups: BTreeMap::new(),
             failed_groups: BTreeMap::new(),
         }
     }
@@ -167,7 +172,11 @@ impl KubeBackend {
             })
             .collect();
         let status = &self.group_status;
-        self.made_groups.retain(|key| !status.contains_key(key));
+        let age = |at: &Timestamp| now.as_second() - at.as_second();
+        self.made_groups
+            .retain(|key, at| !status.contains_key(key) && age(at) < GROUP_MEMORY_SECONDS);
+        self.failed_groups
+            .retain(|_, at| age(at) < GROUP_RETRY_SECONDS);
         let mut read = snapshot::read(&objects, &self.config.options);
         self.assumed
             .overlay(&mut read.snapshot, snapshot::clock(now));
@@ -224,7 +233,7 @@ impl KubeBackend {
         let (made, failed) = (&self.made_groups, &self.failed_groups);
         planned.extend(grouper::plan(&self.last.snapshot, &|key| {
             self.group_status.contains_key(key)
-                || made.contains(key)
+                || made.contains_key(key)
                 || failed
                     .get(key)
                     .is_some_and(|at| now.as_second() - at.as_second() < GROUP_RETRY_SECONDS)
@@ -263,7 +272,7 @@ impl KubeBackend {
                 // 409: it exists already (made by another replica, or by hand).
                 if matches!(s.outcome, Outcome::Done | Outcome::Conflict(_)) {
                     self.failed_groups.remove(&key);
-                    self.made_groups.insert(key);
+                    self.made_groups.insert(key, now);
                 } else {
                     self.failed_groups.insert(key, now);
                 }
