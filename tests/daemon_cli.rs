@@ -713,6 +713,26 @@ fn kube_setup(api: &FakeApi) -> (tempfile::TempDir, String) {
     (dir, repo)
 }
 
+/// `kai-scheduler run` against the fake API server of `kube_setup`, scheduler name
+/// `kai-scheduler`, once its caches have synced and it is ready.
+fn kube_daemon(dir: &tempfile::TempDir, repo: &str) -> Daemon {
+    let mut daemon = Daemon::spawn(
+        dir.path(),
+        repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+        ],
+    );
+    daemon.wait_log(|l| {
+        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
+    });
+    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    daemon
+}
+
 #[test]
 fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_stops_when_the_lease_is_lost()
  {
@@ -1321,20 +1341,7 @@ fn the_watches_carry_a_node_going_not_ready_a_deleted_pod_a_bind_conflict_and_a_
     );
     let state = api.state.clone();
     let (dir, repo) = kube_setup(&api);
-    let mut daemon = Daemon::spawn(
-        dir.path(),
-        &repo,
-        &[
-            "--kubeconfig",
-            "kubeconfig",
-            "--scheduler-name",
-            "kai-scheduler",
-        ],
-    );
-    daemon.wait_log(|l| {
-        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
-    });
-    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    let mut daemon = kube_daemon(&dir, &repo);
 
     // n2 goes NotReady (its kubelet stopped reporting); n1 is full: a new pod waits.
     state.change_node("n2", |n| {
@@ -1518,21 +1525,8 @@ fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
         .unwrap()
         .insert("/apis/jobset.x-k8s.io/v1alpha2/jobsets".into(), Vec::new());
     let (dir, repo) = kube_setup(&api);
-    let mut daemon = Daemon::spawn(
-        dir.path(),
-        &repo,
-        &[
-            "--kubeconfig",
-            "kubeconfig",
-            "--scheduler-name",
-            "kai-scheduler",
-        ],
-    );
     // Kinds that are not installed do not hold readiness back.
-    daemon.wait_log(|l| {
-        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
-    });
-    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    let mut daemon = kube_daemon(&dir, &repo);
     daemon.wait_log(|l| {
         l["fields"]["message"].as_str().is_some_and(|m| {
             m.starts_with("PyTorchJob (kubeflow.org/v1) is not served by this cluster")
@@ -1815,17 +1809,7 @@ fn a_pod_group_our_types_cannot_read_holds_only_its_own_pods() {
     );
     let state = api.state.clone();
     let (dir, repo) = kube_setup(&api);
-    let daemon = Daemon::spawn(
-        dir.path(),
-        &repo,
-        &[
-            "--kubeconfig",
-            "kubeconfig",
-            "--scheduler-name",
-            "kai-scheduler",
-        ],
-    );
-    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    let daemon = kube_daemon(&dir, &repo);
     eventually("b0 bound", || !binds_of(&state, "a/b0").is_empty());
     std::thread::sleep(Duration::from_millis(1000));
     assert!(

@@ -307,36 +307,9 @@ fn jobset_pod(name: &str) -> Arc<Pod> {
 
 #[test]
 fn owners_from_the_watches_group_a_jobsets_pods_and_a_missing_owner_holds_them() {
-    let jobset = owner(
-        "JobSet",
-        "jobset.x-k8s.io/v1alpha2",
-        "train",
-        None,
-        json!({ "replicatedJobs": [{ "name": "workers", "replicas": 1,
-                                     "template": { "spec": { "parallelism": 2, "completions": 2 } } }] }),
-    );
-    let job = owner(
-        "Job",
-        "batch/v1",
-        "train-workers-0",
-        Some(("JobSet", "train")),
-        json!({}),
-    );
-    let pods = vec![jobset_pod("w0"), jobset_pod("w1")];
-    let complete = vec!["Job".to_string(), "JobSet".to_string()];
-
     // The whole chain: one group for the JobSet, its queue from the JobSet's label, and the
     // replica as a sub-group that needs both pods (parallelism 2).
-    let whole = read(
-        &Objects {
-            nodes: vec![node("n1", 8)],
-            pods: pods.clone(),
-            owners: vec![jobset, job.clone()],
-            complete_owner_kinds: complete.clone(),
-            ..Objects::default()
-        },
-        &options(),
-    );
+    let whole = read(&jobset_cluster(), &options());
     assert_eq!(whole.problems, Vec::<String>::new());
     let s = &whole.snapshot;
     assert_eq!(s.pods.len(), 2);
@@ -354,16 +327,11 @@ fn owners_from_the_watches_group_a_jobsets_pods_and_a_missing_owner_holds_them()
     );
 
     // The JobSet not listed yet: the pods wait rather than go as groups of one.
-    let waiting = read(
-        &Objects {
-            nodes: vec![node("n1", 8)],
-            pods,
-            owners: vec![job],
-            complete_owner_kinds: complete,
-            ..Objects::default()
-        },
-        &options(),
-    );
+    let mut without_jobset = jobset_cluster();
+    without_jobset
+        .owners
+        .retain(|o| o.types.as_ref().is_some_and(|t| t.kind != "JobSet"));
+    let waiting = read(&without_jobset, &options());
     assert!(
         waiting.snapshot.pods.is_empty(),
         "{:?}",
