@@ -727,7 +727,8 @@ fn kube_daemon(dir: &tempfile::TempDir, repo: &str) -> Daemon {
         ],
     );
     daemon.wait_log(|l| {
-        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
+        l["fields"]["message"]
+            == "watch caches synced (Nodes, Pods, PodGroups, PriorityClasses, owners of pods)"
     });
     eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
     daemon
@@ -782,7 +783,8 @@ fn run_against_a_fake_api_server_waits_for_the_caches_binds_survives_410_and_sto
         .hold_lists
         .store(false, std::sync::atomic::Ordering::SeqCst);
     daemon.wait_log(|l| {
-        l["fields"]["message"] == "watch caches synced (Nodes, Pods, PodGroups, owners of pods)"
+        l["fields"]["message"]
+            == "watch caches synced (Nodes, Pods, PodGroups, PriorityClasses, owners of pods)"
     });
     eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
     let (p, _) = daemon.wait_policy(|p| p["cluster"]["leading"] == "yes");

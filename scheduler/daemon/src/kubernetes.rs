@@ -191,7 +191,7 @@ impl KubeCluster {
         runtime.spawn(async move {
             match synced.await {
                 Ok(()) => {
-                    info!("watch caches synced (Nodes, Pods, PodGroups, owners of pods)");
+                    info!("watch caches synced (Nodes, Pods, PodGroups, PriorityClasses, owners of pods)");
                     s.synced.store(true, Ordering::Release);
                 }
                 Err(e) => {

@@ -232,11 +232,10 @@ impl KubeBackend {
         planned.extend(calls::queue_calls(&queues, &mut self.reported));
         let (made, failed) = (&self.made_groups, &self.failed_groups);
         planned.extend(grouper::plan(&self.last.snapshot, &|key| {
+            // `failed` holds only the failures of the last minute (pruned above).
             self.group_status.contains_key(key)
                 || made.contains_key(key)
-                || failed
-                    .get(key)
-                    .is_some_and(|at| now.as_second() - at.as_second() < GROUP_RETRY_SECONDS)
+                || failed.contains_key(key)
         }));
         let marks: Vec<(String, Option<u64>)> =
             std::mem::take(&mut self.stale_marks).into_iter().collect();

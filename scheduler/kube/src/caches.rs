@@ -12,9 +12,11 @@
 //! without it, and its watch keeps trying quietly, so a CRD installed later is followed.
 //!
 //! A cycle takes [`Caches::objects`]: a copy of every store at that moment. The stores are
-//! updated by their own tasks, so the three kinds are each consistent but read one after the
+//! updated by their own tasks, so the kinds are each consistent but read one after the
 //! other; a pod bound between two reads is seen either pending or bound, never half, and the
 //! next cycle sees it as it is.
+
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -23,8 +25,6 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use std::sync::Arc;
-
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -236,7 +236,8 @@ async fn drive<K>(
 }
 
 impl Caches {
-    /// Starts following Nodes, Pods, PodGroups, Queues and the owner kinds cluster-wide.
+    /// Starts following Nodes, Pods, PodGroups, Queues, PriorityClasses and the owner kinds
+    /// cluster-wide.
     pub fn start(client: kube::Client) -> Caches {
         let mut tasks = JoinSet::new();
         Caches {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -250,7 +250,7 @@ impl Sender {
                 let object: DynamicObject =
                     serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
                 let api: Api<DynamicObject> =
-                    Api::namespaced_with(client, &namespace, &crate::grouper::pod_group_resource());
+                    Api::namespaced_with(client, &namespace, &ApiResource::erase::<PodGroup>(&()));
                 api.create(&post, &object).await.map(drop)
             }
             Call::QueueStatus { name, patch: body } => {

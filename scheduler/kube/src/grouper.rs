@@ -13,7 +13,7 @@
 //! status is on the pod), and groups whose owner was not read (their size is a guess from the
 //! pods present). Pods are not annotated with `pod-group-name`: they find the object by its name.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use kai_scheduler::cluster::{PodGroup, Snapshot, SubGroup};
 use kai_scheduler::ingest::KIND_PRIORITY_ANNOTATION;
@@ -25,44 +25,27 @@ use crate::calls::Call;
 /// holds `namespace/name` of the PodGroup objects in the cluster and of those made but not yet
 /// in the caches.
 pub fn plan(snapshot: &Snapshot, exists: &dyn Fn(&str) -> bool) -> Vec<Call> {
-    let with_pods: BTreeSet<(&str, &str)> = snapshot
-        .pods
-        .iter()
-        .filter(|p| !p.foreign)
-        .filter_map(|p| Some((p.namespace.as_str(), p.group.as_deref()?)))
-        .collect();
+    // Each group with pods of ours, and the queue its pods name (they all carry their top
+    // owner's label, or their own): the first one found.
+    let mut queues: BTreeMap<(&str, &str), Option<&str>> = BTreeMap::new();
+    for p in snapshot.pods.iter().filter(|p| !p.foreign) {
+        if let Some(group) = p.group.as_deref() {
+            let queue = queues.entry((p.namespace.as_str(), group)).or_default();
+            *queue = queue.or(p.queue.as_deref());
+        }
+    }
     snapshot
         .groups
         .iter()
         .filter(|g| g.owner.is_some())
-        .filter(|g| with_pods.contains(&(g.namespace.as_str(), g.name.as_str())))
-        .filter(|g| !exists(&format!("{}/{}", g.namespace, g.name)))
-        .map(|g| Call::CreatePodGroup {
+        .filter_map(|g| Some((g, *queues.get(&(g.namespace.as_str(), g.name.as_str()))?)))
+        .filter(|(g, _)| !exists(&format!("{}/{}", g.namespace, g.name)))
+        .map(|(g, queue)| Call::CreatePodGroup {
             namespace: g.namespace.clone(),
             name: g.name.clone(),
-            object: object(g, queue_of(snapshot, g)),
+            object: object(g, queue),
         })
         .collect()
-}
-
-/// The queue the group's pods name (they all have their top owner's label, or their own).
-fn queue_of<'s>(snapshot: &'s Snapshot, group: &PodGroup) -> Option<&'s str> {
-    snapshot
-        .pods
-        .iter()
-        .filter(|p| p.namespace == group.namespace && p.group.as_deref() == Some(&group.name))
-        .find_map(|p| p.queue.as_deref())
-}
-
-/// Where PodGroups are created.
-pub fn pod_group_resource() -> kube::api::ApiResource {
-    kube::api::ApiResource {
-        group: "scheduling.run.ai".into(),
-        version: "v2alpha2".into(),
-        api_version: "scheduling.run.ai/v2alpha2".into(),
-        kind: "PodGroup".into(),
-        plural: "podgroups".into(),
-    }
 }
 
 /// The PodGroup object (`scheduling.run.ai/v2alpha2`) for an owner-built group, in the shape
