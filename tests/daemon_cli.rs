@@ -1614,6 +1614,33 @@ fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
         json!([{ "name": "workers", "minSubGroup": 1 },
                { "name": "workers-replica-0", "parent": "workers", "minMember": 2 }])
     );
+
+    // The JobSet's replica is changed to run three pods at once: the PodGroup follows, once.
+    state.change_other("/apis/jobset.x-k8s.io/v1alpha2/jobsets", "train", |j| {
+        j["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = json!(3);
+    });
+    let updates = || -> Vec<Value> {
+        state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r.method == "PATCH"
+                    && r.path == "/apis/scheduling.run.ai/v2alpha2/namespaces/a/podgroups/pg-train"
+                    && r.body["spec"].is_object()
+            })
+            .map(|r| r.body.clone())
+            .collect()
+    };
+    eventually("the PodGroup updated", || !updates().is_empty());
+    std::thread::sleep(Duration::from_millis(1000));
+    let sent = updates();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        sent[0]["spec"]["subGroups"][1],
+        json!({ "name": "workers-replica-0", "parent": "workers", "minMember": 3 })
+    );
     let (status, logs) = daemon.terminate();
     assert_eq!(status, 0, "{}", logs.join("\n"));
 }

@@ -151,6 +151,22 @@ impl State {
         self.event(path, "ADDED", &object);
     }
 
+    /// Changes the object `name` of the collection `path` of [`State::others`] and tells its
+    /// watches.
+    pub fn change_other(&self, path: &str, name: &str, change: impl FnOnce(&mut Value)) {
+        let object = {
+            let mut others = self.others.lock().unwrap();
+            let object = others
+                .get_mut(path)
+                .and_then(|items| items.iter_mut().find(|o| o["metadata"]["name"] == name))
+                .expect("the object exists");
+            change(object);
+            object["metadata"]["resourceVersion"] = json!(self.next_version());
+            object.clone()
+        };
+        self.event(path, "MODIFIED", &object);
+    }
+
     /// Adds a pod and tells the pod watches.
     pub fn add_pod(&self, mut pod: Value) {
         pod["metadata"]["resourceVersion"] = json!(self.next_version());

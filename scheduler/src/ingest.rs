@@ -93,6 +93,10 @@ pub struct ClusterFile {
     pub origin: Option<Timestamp>,
     /// The latest creation or start time in the file, in seconds after the origin.
     pub taken: Time,
+    /// For each PodGroup object that pods without a `pod-group-name` annotation joined by their
+    /// top owner's group name: the group their owner gives now, with the queue they name (the
+    /// Kubernetes backend updates a PodGroup it made when its owner changed).
+    pub owner_groups: Vec<(PodGroup, Option<String>)>,
 }
 
 /// Why a cluster file cannot be read.
@@ -726,7 +730,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             }
         }
     }
-    group_by_owner(
+    let owner_groups = group_by_owner(
         &mut snapshot,
         pod_owners,
         &mut owners,
@@ -756,6 +760,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
         notes,
         origin,
         taken,
+        owner_groups,
     }
 }
 
@@ -977,7 +982,7 @@ fn group_by_owner(
     succeeded: &[(String, Option<String>, Option<owners::OwnerRef>, String)],
     options: &Options,
     notes: &mut Vec<String>,
-) {
+) -> Vec<(PodGroup, Option<String>)> {
     let mut index: HashMap<(String, String), usize> = snapshot
         .groups
         .iter()
@@ -987,6 +992,9 @@ fn group_by_owner(
     let mut counted: HashMap<usize, u32> = HashMap::new();
     let mut noted = HashSet::new();
     let mut waiting = HashSet::new();
+    let objects = snapshot.groups.len();
+    let mut owner_groups: Vec<(PodGroup, Option<String>)> = Vec::new();
+    let mut recorded = HashSet::new();
     for (p, owner) in pod_owners.into_iter().enumerate() {
         let pod = &mut snapshot.pods[p];
         if pod.group.is_some() || pod.foreign {
@@ -1025,6 +1033,9 @@ fn group_by_owner(
             snapshot.groups.push(g.group.clone());
             snapshot.groups.len() - 1
         });
+        if at < objects && g.group.owner.is_some() && recorded.insert(key.clone()) {
+            owner_groups.push((g.group.clone(), pod.queue.clone()));
+        }
         if g.count_pods {
             *counted.entry(at).or_default() += 1;
         }
@@ -1058,6 +1069,7 @@ fn group_by_owner(
             snapshot.groups[at].succeeded += 1;
         }
     }
+    owner_groups
 }
 
 /// A `gpu-memory` pod's share of a device: its MiB over the device's (`nvidia.com/gpu.memory`

@@ -400,6 +400,7 @@ fn count(sent: &Sent) -> CallOutcome {
         Call::PodGroupStatus { .. } => "podgroup-status",
         Call::PodGroupAnnotation { .. } => "podgroup-annotation",
         Call::CreatePodGroup { .. } => "podgroup-create",
+        Call::PodGroupSpec { .. } => "podgroup-update",
         Call::QueueStatus { .. } => "queue-status",
         Call::Event { .. } => "event",
         Call::Apply { .. } => "apply",

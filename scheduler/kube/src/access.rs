@@ -62,8 +62,9 @@ pub const EVICT: Access = cluster("", "pods/eviction", "create");
 pub const POD_STATUS: Access = cluster("", "pods/status", "patch");
 /// Tell users why a pod waits.
 pub const EVENT: Access = cluster("", "events", "create");
-/// Mark a PodGroup stale, or clear the mark (KAI's `kai.scheduler/stale-podgroup-timestamp`
-/// annotation).
+/// Patch a PodGroup: mark it stale, or clear the mark (KAI's
+/// `kai.scheduler/stale-podgroup-timestamp` annotation), or update the spec of one this
+/// scheduler made (`grouper.rs`).
 pub const POD_GROUP_ANNOTATE: Access = cluster("scheduling.run.ai", "podgroups", "patch");
 /// Make the PodGroup of a workload that has none (`grouper.rs`).
 pub const POD_GROUP_CREATE: Access = cluster("scheduling.run.ai", "podgroups", "create");

@@ -85,6 +85,11 @@ pub struct KubeBackend {
     /// before the caches saw it is made again), so neither grows without bound.
     made_groups: BTreeMap<String, Timestamp>,
     failed_groups: BTreeMap<String, Timestamp>,
+    /// The spec (as JSON) of each PodGroup this scheduler made, as the caches show it.
+    made_specs: BTreeMap<String, serde_json::Value>,
+    /// Spec updates sent, with when: the same one is not sent again within a minute, while the
+    /// caches catch up.
+    spec_updates: BTreeMap<String, (serde_json::Value, Timestamp)>,
 }
 
 /// How long a PodGroup whose creation failed waits before it is tried again.
@@ -134,6 +139,8 @@ impl KubeBackend {
             stale_marks: BTreeMap::new(),
             made_groups: BTreeMap::new(),
             failed_groups: BTreeMap::new(),
+            made_specs: BTreeMap::new(),
+            spec_updates: BTreeMap::new(),
         }
     }
 
@@ -171,8 +178,29 @@ impl KubeBackend {
                 (key, g.status.clone().unwrap_or_default())
             })
             .collect();
+        self.made_specs = objects
+            .groups
+            .iter()
+            .filter(|g| {
+                g.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(grouper::MANAGED_BY.0))
+                    == Some(&grouper::MANAGED_BY.1.to_string())
+            })
+            .map(|g| {
+                let key = format!(
+                    "{}/{}",
+                    g.metadata.namespace.as_deref().unwrap_or("default"),
+                    g.metadata.name.as_deref().unwrap_or("")
+                );
+                (key, serde_json::to_value(&g.spec).unwrap_or_default())
+            })
+            .collect();
         let status = &self.group_status;
         let age = |at: &Timestamp| now.as_second() - at.as_second();
+        self.spec_updates
+            .retain(|_, (_, at)| age(at) < GROUP_RETRY_SECONDS);
         self.made_groups
             .retain(|key, at| !status.contains_key(key) && age(at) < GROUP_MEMORY_SECONDS);
         self.failed_groups
@@ -237,6 +265,26 @@ impl KubeBackend {
                 || made.contains_key(key)
                 || failed.contains_key(key)
         }));
+        for call in grouper::updates(&self.last.owner_groups, &self.made_specs) {
+            let Call::PodGroupSpec {
+                namespace,
+                name,
+                patch,
+            } = &call
+            else {
+                continue;
+            };
+            let key = format!("{namespace}/{name}");
+            if self
+                .spec_updates
+                .get(&key)
+                .is_some_and(|(sent, _)| sent == patch)
+            {
+                continue;
+            }
+            self.spec_updates.insert(key, (patch.clone(), now));
+            planned.push(call);
+        }
         let marks: Vec<(String, Option<u64>)> =
             std::mem::take(&mut self.stale_marks).into_iter().collect();
         planned.extend(calls::stale_mark_calls(&marks));

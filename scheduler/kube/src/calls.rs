@@ -99,6 +99,16 @@ pub enum Call {
         /// The whole object.
         object: Value,
     },
+    /// `PATCH .../podgroups/{name}` (JSON merge patch of `spec`): a PodGroup this scheduler
+    /// made, brought in line with its owner ([`crate::grouper::updates`]).
+    PodGroupSpec {
+        /// The group's namespace.
+        namespace: String,
+        /// The group.
+        name: String,
+        /// The patch.
+        patch: Value,
+    },
     /// `PATCH /apis/scheduling.run.ai/v2/queues/{name}/status` (JSON merge patch).
     QueueStatus {
         /// The queue.

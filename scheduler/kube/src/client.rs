@@ -82,6 +82,7 @@ impl Call {
             Call::PodGroupStatus { .. } => access::POD_GROUP_STATUS,
             Call::PodGroupAnnotation { .. } => access::POD_GROUP_ANNOTATE,
             Call::CreatePodGroup { .. } => access::POD_GROUP_CREATE,
+            Call::PodGroupSpec { .. } => access::POD_GROUP_ANNOTATE,
             Call::QueueStatus { .. } => access::QUEUE_STATUS,
             Call::Event { .. } => access::EVENT,
             Call::Apply {
@@ -127,6 +128,9 @@ impl Call {
             Call::CreatePodGroup {
                 namespace, name, ..
             } => format!("create PodGroup {namespace}/{name} for its workload"),
+            Call::PodGroupSpec {
+                namespace, name, ..
+            } => format!("update the spec of PodGroup {namespace}/{name} from its workload"),
             Call::QueueStatus { name, .. } => format!("update the status of Queue {name}"),
             Call::Event { namespace, event } => format!(
                 "record event {} on {namespace}/{}",
@@ -234,6 +238,11 @@ impl Sender {
                     .map(drop)
             }
             Call::PodGroupAnnotation {
+                namespace,
+                name,
+                patch: body,
+            }
+            | Call::PodGroupSpec {
                 namespace,
                 name,
                 patch: body,

@@ -6,8 +6,10 @@
 //! a PodGroup object of the same name, owned by that owner (so it is garbage collected with the
 //! workload), with the spec the group was built with. From then on the pods join the object by
 //! that name, as they did the group: nothing changes for the cycle, and `kubectl get podgroups`
-//! shows every gang with its status. The object is made once; an owner changed later does not
-//! change it (KAI's grouper updates it).
+//! shows every gang with its status. When the owner changes later (a new size, new sub-groups),
+//! the spec of a PodGroup this scheduler made is updated to match, as KAI's grouper updates its
+//! own (`handler.go: ApplyToCluster`, which also keeps the queue and a topology the owner no
+//! longer sets).
 //!
 //! Not made: a Deployment's per-pod groups and pods without an owner (groups of one, whose
 //! status is on the pod), and groups whose owner was not read (their size is a guess from the
@@ -48,13 +50,58 @@ pub fn plan(snapshot: &Snapshot, exists: &dyn Fn(&str) -> bool) -> Vec<Call> {
         .collect()
 }
 
+/// The label on the PodGroups this scheduler makes.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kai-scheduler");
+
+/// The spec fields an update sets (KAI's grouper keeps the queue as it is).
+const UPDATED: [&str; 5] = [
+    "minMember",
+    "minSubGroup",
+    "subGroups",
+    "topologyConstraint",
+    "priorityClassName",
+];
+
+/// The calls that bring the PodGroups this scheduler made in line with what their owners give
+/// now. `made` gives the spec (as JSON) of each PodGroup object with [`MANAGED_BY`], by
+/// `namespace/name`; `owner_groups` is what ingest found (`ClusterFile::owner_groups`).
+/// A field the owner no longer gives is removed (`null` in the merge patch), except a topology
+/// constraint, which KAI's grouper keeps.
+pub fn updates(
+    owner_groups: &[(PodGroup, Option<String>)],
+    made: &BTreeMap<String, Value>,
+) -> Vec<Call> {
+    let mut calls = Vec::new();
+    for (group, queue) in owner_groups {
+        let Some(have) = made.get(&format!("{}/{}", group.namespace, group.name)) else {
+            continue;
+        };
+        let want = &object(group, queue.as_deref())["spec"];
+        let mut patch = Map::new();
+        for field in UPDATED {
+            let (w, h) = (&want[field], &have[field]);
+            if w != h && !(field == "topologyConstraint" && w.is_null()) {
+                patch.insert(field.to_string(), w.clone());
+            }
+        }
+        if !patch.is_empty() {
+            calls.push(Call::PodGroupSpec {
+                namespace: group.namespace.clone(),
+                name: group.name.clone(),
+                patch: json!({ "spec": patch }),
+            });
+        }
+    }
+    calls
+}
+
 /// The PodGroup object (`scheduling.run.ai/v2alpha2`) for an owner-built group, in the shape
 /// KAI's pod-grouper writes (`handler.go: createPodGroupForMetadata`).
 pub fn object(group: &PodGroup, queue: Option<&str>) -> Value {
     let mut metadata = json!({
         "name": group.name,
         "namespace": group.namespace,
-        "labels": { "app.kubernetes.io/managed-by": "kai-scheduler" },
+        "labels": { MANAGED_BY.0: MANAGED_BY.1 },
     });
     if let Some(owner) = &group.owner {
         metadata["ownerReferences"] = json!([{

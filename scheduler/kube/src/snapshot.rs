@@ -61,6 +61,9 @@ pub struct Read {
     pub problems: Vec<String>,
     /// Objects skipped as not ours (finished pods, other schedulers' pending pods).
     pub notes: Vec<String>,
+    /// PodGroup objects joined by pods through their top owner, with the group that owner gives
+    /// now and the pods' queue (`ingest::ClusterFile::owner_groups`).
+    pub owner_groups: Vec<(kai_scheduler::cluster::PodGroup, Option<String>)>,
 }
 
 /// Seconds since the Unix epoch: the backend's clock.
@@ -122,6 +125,7 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
             Ok(file) => {
                 out.snapshot = file.snapshot;
                 out.notes = file.notes;
+                out.owner_groups = file.owner_groups;
                 break;
             }
             Err(e) => e,

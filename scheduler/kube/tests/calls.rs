@@ -70,6 +70,7 @@ fn body(call: &Call) -> Value {
         Call::PodCondition { patch, .. }
         | Call::PodGroupStatus { patch, .. }
         | Call::PodGroupAnnotation { patch, .. }
+        | Call::PodGroupSpec { patch, .. }
         | Call::QueueStatus { patch, .. } => patch.clone(),
         Call::Apply { object, .. } | Call::CreatePodGroup { object, .. } => object.clone(),
         Call::Prune { .. } => Value::Null,

@@ -81,6 +81,7 @@ fn objects_read_as_a_cluster_file_reads_them_on_the_unix_clock() {
         snapshot,
         problems,
         notes,
+        ..
     } = read(&objects, &options());
     assert!(
         problems.is_empty() && notes.is_empty(),
@@ -546,4 +547,61 @@ fn the_clusters_priority_classes_reach_the_snapshot() {
         read.snapshot.priority_classes,
         [("tenant-critical".to_string(), 2000)].into()
     );
+}
+
+#[test]
+fn a_pod_group_the_scheduler_made_follows_its_owners_new_size() {
+    use kai_scheduler_kube::grouper;
+    let cluster = jobset_cluster();
+    let made = creates(&grouper::plan(
+        &read(&cluster, &options()).snapshot,
+        &|_| false,
+    ));
+    let object = made[0].2.clone();
+    let mut with_object = cluster.clone();
+    with_object
+        .groups
+        .push(Arc::new(serde_json::from_value(object.clone()).unwrap()));
+    let specs: std::collections::BTreeMap<String, serde_json::Value> =
+        [("team-a/pg-train".to_string(), object["spec"].clone())].into();
+
+    // Unchanged owner: nothing to update.
+    let same = read(&with_object, &options());
+    assert_eq!(
+        same.owner_groups.len(),
+        1,
+        "the pods joined the object by their owner"
+    );
+    assert!(grouper::updates(&same.owner_groups, &specs).is_empty());
+
+    // The JobSet's replica now runs three pods at once: the sub-group's minimum follows; the
+    // queue and everything else are left as they are.
+    let jobset = with_object
+        .owners
+        .iter_mut()
+        .find(|o| o.metadata.name.as_deref() == Some("train"))
+        .unwrap();
+    Arc::make_mut(jobset).data["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] =
+        json!(3);
+    let changed = read(&with_object, &options());
+    let calls = grouper::updates(&changed.owner_groups, &specs);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let Call::PodGroupSpec {
+        namespace,
+        name,
+        patch,
+    } = &calls[0]
+    else {
+        panic!("{calls:?}")
+    };
+    assert_eq!((namespace.as_str(), name.as_str()), ("team-a", "pg-train"));
+    assert_eq!(
+        patch,
+        &json!({ "spec": { "subGroups": [
+            { "name": "workers", "minSubGroup": 1 },
+            { "name": "workers-replica-0", "parent": "workers", "minMember": 3 }
+        ] } })
+    );
+    // A PodGroup someone else made is never touched.
+    assert!(grouper::updates(&changed.owner_groups, &Default::default()).is_empty());
 }
