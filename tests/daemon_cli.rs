@@ -1561,11 +1561,10 @@ fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
                     "template": { "spec": { "parallelism": 2, "completions": 2 } } }] } }),
     );
     eventually("w0 told why it waits", || {
-        state.requests.lock().unwrap().iter().any(|r| {
-            r.method == "PATCH"
-                && r.path == "/api/v1/namespaces/a/pods/w0/status"
-                && r.body.to_string().contains("Unschedulable")
-        })
+        state
+            .bodies("PATCH", "/api/v1/namespaces/a/pods/w0/status")
+            .iter()
+            .any(|b| b.to_string().contains("Unschedulable"))
     });
     std::thread::sleep(Duration::from_millis(600));
     assert!(
@@ -1583,18 +1582,11 @@ fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
 
     // The JobSet got its PodGroup, as KAI's pod-grouper makes one: owned by the JobSet, with
     // its queue and its replica as a sub-group of two; made once, then read from the watch.
-    let created = || -> Vec<Value> {
-        state
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| {
-                r.method == "POST"
-                    && r.path == "/apis/scheduling.run.ai/v2alpha2/namespaces/a/podgroups"
-            })
-            .map(|r| r.body.clone())
-            .collect()
+    let created = || {
+        state.bodies(
+            "POST",
+            "/apis/scheduling.run.ai/v2alpha2/namespaces/a/podgroups",
+        )
     };
     eventually("the JobSet's PodGroup made", || !created().is_empty());
     std::thread::sleep(Duration::from_millis(1000));
@@ -1619,19 +1611,11 @@ fn owners_from_the_watches_make_a_jobsets_pods_one_gang_in_the_jobsets_queue() {
     state.change_other("/apis/jobset.x-k8s.io/v1alpha2/jobsets", "train", |j| {
         j["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = json!(3);
     });
+    // Patches of the spec (the stale mark is a patch of the same object, of its metadata).
     let updates = || -> Vec<Value> {
-        state
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| {
-                r.method == "PATCH"
-                    && r.path == "/apis/scheduling.run.ai/v2alpha2/namespaces/a/podgroups/pg-train"
-                    && r.body["spec"].is_object()
-            })
-            .map(|r| r.body.clone())
-            .collect()
+        let path = "/apis/scheduling.run.ai/v2alpha2/namespaces/a/podgroups/pg-train";
+        let patches = state.bodies("PATCH", path).into_iter();
+        patches.filter(|b| b["spec"].is_object()).collect()
     };
     eventually("the PodGroup updated", || !updates().is_empty());
     std::thread::sleep(Duration::from_millis(1000));

@@ -184,6 +184,17 @@ impl State {
         );
     }
 
+    /// The bodies of the `method` requests to `path`, in order.
+    pub fn bodies(&self, method: &str, path: &str) -> Vec<Value> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == method && r.path == path)
+            .map(|r| r.body.clone())
+            .collect()
+    }
+
     /// How many times `path` was listed (GET without `watch`).
     pub fn lists(&self, path: &str) -> usize {
         self.requests

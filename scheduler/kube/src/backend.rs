@@ -15,7 +15,7 @@ use crate::apply::{self, Desired, Listed};
 use crate::caches::Caches;
 use crate::calls::{self, Call, Context, Managed, QueueNumbers, Reported};
 use crate::client::{Limits, Outcome, Sender, Sent};
-use crate::crd::PodGroupStatus;
+use crate::crd::{PodGroup, PodGroupStatus};
 use crate::grouper;
 use crate::lease::{self, Election, Leading};
 use crate::snapshot::{self, Assumed, Read};
@@ -90,6 +90,15 @@ pub struct KubeBackend {
     /// Spec updates sent, with when: the same one is not sent again within a minute, while the
     /// caches catch up.
     spec_updates: BTreeMap<String, (serde_json::Value, Timestamp)>,
+}
+
+/// `namespace/name` of a PodGroup object, as decisions and calls name groups.
+fn group_key(group: &PodGroup) -> String {
+    format!(
+        "{}/{}",
+        group.metadata.namespace.as_deref().unwrap_or("default"),
+        group.metadata.name.as_deref().unwrap_or("")
+    )
 }
 
 /// How long a PodGroup whose creation failed waits before it is tried again.
@@ -169,14 +178,7 @@ impl KubeBackend {
         self.group_status = objects
             .groups
             .iter()
-            .map(|g| {
-                let key = format!(
-                    "{}/{}",
-                    g.metadata.namespace.as_deref().unwrap_or("default"),
-                    g.metadata.name.as_deref().unwrap_or("")
-                );
-                (key, g.status.clone().unwrap_or_default())
-            })
+            .map(|g| (group_key(g), g.status.clone().unwrap_or_default()))
             .collect();
         self.made_specs = objects
             .groups
@@ -186,15 +188,13 @@ impl KubeBackend {
                     .labels
                     .as_ref()
                     .and_then(|l| l.get(grouper::MANAGED_BY.0))
-                    == Some(&grouper::MANAGED_BY.1.to_string())
+                    .is_some_and(|v| v == grouper::MANAGED_BY.1)
             })
             .map(|g| {
-                let key = format!(
-                    "{}/{}",
-                    g.metadata.namespace.as_deref().unwrap_or("default"),
-                    g.metadata.name.as_deref().unwrap_or("")
-                );
-                (key, serde_json::to_value(&g.spec).unwrap_or_default())
+                (
+                    group_key(g),
+                    serde_json::to_value(&g.spec).unwrap_or_default(),
+                )
             })
             .collect();
         let status = &self.group_status;

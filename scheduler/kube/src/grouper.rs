@@ -15,7 +15,7 @@
 //! status is on the pod), and groups whose owner was not read (their size is a guess from the
 //! pods present). Pods are not annotated with `pod-group-name`: they find the object by its name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kai_scheduler::cluster::{PodGroup, Snapshot, SubGroup};
 use kai_scheduler::ingest::KIND_PRIORITY_ANNOTATION;
@@ -27,25 +27,40 @@ use crate::calls::Call;
 /// holds `namespace/name` of the PodGroup objects in the cluster and of those made but not yet
 /// in the caches.
 pub fn plan(snapshot: &Snapshot, exists: &dyn Fn(&str) -> bool) -> Vec<Call> {
-    // Each group with pods of ours, and the queue its pods name (they all carry their top
-    // owner's label, or their own): the first one found.
-    let mut queues: BTreeMap<(&str, &str), Option<&str>> = BTreeMap::new();
-    for p in snapshot.pods.iter().filter(|p| !p.foreign) {
-        if let Some(group) = p.group.as_deref() {
-            let queue = queues.entry((p.namespace.as_str(), group)).or_default();
-            *queue = queue.or(p.queue.as_deref());
-        }
-    }
-    snapshot
+    // Owner-built groups are the ones whose object does not exist yet, so there are seldom any:
+    // the pods are looked at only when there are.
+    let wanted: Vec<&PodGroup> = snapshot
         .groups
         .iter()
-        .filter(|g| g.owner.is_some())
-        .filter_map(|g| Some((g, *queues.get(&(g.namespace.as_str(), g.name.as_str()))?)))
-        .filter(|(g, _)| !exists(&format!("{}/{}", g.namespace, g.name)))
-        .map(|(g, queue)| Call::CreatePodGroup {
+        .filter(|g| g.owner.is_some() && !exists(&format!("{}/{}", g.namespace, g.name)))
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    // The queue each group's pods name (they all carry their top owner's label, or their own):
+    // the first one found; a group none of our pods is in gets no object.
+    let mut queues: BTreeMap<(&str, &str), Option<&str>> = wanted
+        .iter()
+        .map(|g| ((g.namespace.as_str(), g.name.as_str()), None))
+        .collect();
+    let mut with_pods = BTreeSet::new();
+    for p in snapshot.pods.iter().filter(|p| !p.foreign) {
+        let Some(group) = p.group.as_deref() else {
+            continue;
+        };
+        let key = (p.namespace.as_str(), group);
+        if let Some(queue) = queues.get_mut(&key) {
+            *queue = queue.or(p.queue.as_deref());
+            with_pods.insert(key);
+        }
+    }
+    wanted
+        .into_iter()
+        .filter(|g| with_pods.contains(&(g.namespace.as_str(), g.name.as_str())))
+        .map(|g| Call::CreatePodGroup {
             namespace: g.namespace.clone(),
             name: g.name.clone(),
-            object: object(g, queue),
+            object: object(g, queues[&(g.namespace.as_str(), g.name.as_str())]),
         })
         .collect()
 }

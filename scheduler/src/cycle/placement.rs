@@ -234,25 +234,23 @@ impl PartSearch<'_> {
         };
         let order = &self.orders[i];
         let label = part.required.or(part.preferred);
-        // The domains of the part's own label, then (when it only prefers one) anywhere.
-        let mut tries: Vec<Option<HashSet<usize>>> = match label {
-            Some(label) => domains(state, self.snapshot, label, self.plan.strategy, self.outer)
-                .into_iter()
-                .map(|nodes| Some(nodes.into_iter().collect()))
-                .collect(),
+        // The domains of the part's own label, then (when it only prefers one) anywhere; each
+        // made a set only when it is tried.
+        let domains = match label {
+            Some(label) => domains(state, self.snapshot, label, self.plan.strategy, self.outer),
             None => Vec::new(),
         };
-        if part.required.is_none() {
-            tries.push(None);
-        }
+        let anywhere = part.required.is_none().then_some(None);
+        let tries = domains.into_iter().map(Some).chain(anywhere);
         let mut own_failure = None;
         let mut later_failure = None;
-        for within in &tries {
+        for nodes in tries {
             if self.budget == 0 {
                 break;
             }
             self.budget -= 1;
-            let within = within.as_ref().or(self.outer);
+            let members: Option<HashSet<usize>> = nodes.map(|n| n.into_iter().collect());
+            let within = members.as_ref().or(self.outer);
             match attempt(
                 state,
                 self.snapshot,

@@ -402,13 +402,13 @@ impl Owners {
                 o.used = true;
             }
         }
-        let missing_owner = (self.complete.contains(&top.kind)
-            && !self.by_key.contains_key(&(
-                namespace.to_string(),
-                top.kind.clone(),
-                top.name.clone(),
-            )))
-        .then(|| format!("{} {namespace}/{}", top.kind, top.name));
+        // The walk stops at the first owner it cannot find, or at the top: `chain` ends with the
+        // top's key exactly when the top was found.
+        let top_found = chain
+            .last()
+            .is_some_and(|k| k.1 == top.kind && k.2 == top.name);
+        let missing_owner = (!top_found && self.complete.contains(&top.kind))
+            .then(|| format!("{} {namespace}/{}", top.kind, top.name));
         // A CronJob's runs are separate workloads: KAI's CronJob grouper groups each by its Job
         // (`plugins/cronjobs/crobjob-grouper.go: GetPodGroupMetadata`), not by the CronJob.
         if top.kind == "CronJob"
