@@ -147,27 +147,51 @@ impl<'s> ClusterState<'s> {
             slots[p] = Some(slot);
         }
         for i in 0..state.nodes.len() {
-            state.index(i, true);
+            state.index(i);
         }
         (state, slots)
     }
 
-    fn index(&mut self, node: usize, insert: bool) {
+    /// Puts a schedulable node into the indexes.
+    fn index(&mut self, node: usize) {
         if !self.schedulable[node] {
             return;
         }
         let n = &self.nodes[node];
-        let (g, c) = ((n.whole, node), (n.free.cpu, node));
-        let f = (n.free.gpu, node);
-        if insert {
-            self.by_gpu.insert(g);
-            self.by_cpu.insert(c);
-            self.by_free_gpu.insert(f);
-        } else {
-            self.by_gpu.remove(&g);
-            self.by_cpu.remove(&c);
-            self.by_free_gpu.remove(&f);
+        self.by_gpu.insert((n.whole, node));
+        self.by_cpu.insert((n.free.cpu, node));
+        self.by_free_gpu.insert((n.free.gpu, node));
+    }
+
+    /// Applies a pod to its slot's node (`sign` as [`Self::apply`]) and moves the node in the
+    /// indexes whose key changed (a CPU-only pod leaves the GPU indexes as they are).
+    fn apply_indexed(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
+        let node = slot.node;
+        let before = &self.nodes[node];
+        let (whole, cpu, gpu) = (before.whole, before.free.cpu, before.free.gpu);
+        self.apply(slot, pod, sign);
+        if !self.schedulable[node] {
+            return;
         }
+        let after = &self.nodes[node];
+        if after.whole != whole {
+            self.by_gpu.remove(&(whole, node));
+            self.by_gpu.insert((after.whole, node));
+        }
+        if after.free.cpu != cpu {
+            self.by_cpu.remove(&(cpu, node));
+            self.by_cpu.insert((after.free.cpu, node));
+        }
+        if after.free.gpu != gpu {
+            self.by_free_gpu.remove(&(gpu, node));
+            self.by_free_gpu.insert((after.free.gpu, node));
+        }
+        debug_assert!(
+            self.by_gpu.contains(&(after.whole, node))
+                && self.by_cpu.contains(&(after.free.cpu, node))
+                && self.by_free_gpu.contains(&(after.free.gpu, node)),
+            "node {node} is out of its indexes"
+        );
     }
 
     /// What is free on all schedulable nodes together.
@@ -295,16 +319,12 @@ impl<'s> ClusterState<'s> {
 
     /// Places a pod on a slot.
     pub fn take(&mut self, slot: &Slot, pod: &Pod) {
-        self.index(slot.node, false);
-        self.apply(slot, pod, -1);
-        self.index(slot.node, true);
+        self.apply_indexed(slot, pod, -1);
     }
 
     /// Frees what a pod held.
     pub fn release(&mut self, slot: &Slot, pod: &Pod) {
-        self.index(slot.node, false);
-        self.apply(slot, pod, 1);
-        self.index(slot.node, true);
+        self.apply_indexed(slot, pod, 1);
     }
 
     /// The devices a pod would take on a node [`Self::candidates`] gave for it (schedulable,
