@@ -51,6 +51,56 @@ pub(crate) struct Context<'a> {
     /// Per job: whether pods of it that were pending have been placed in this cycle (bound
     /// or nominated; such placements are never taken back).
     pub grown: Vec<bool>,
+    /// Per job, how many of its pods run (see [`Self::runs`]); kept by [`Self::take_slot`] and
+    /// [`Self::put_slot`], so that the victim searches ask it in one step, not per pod.
+    pub running_pods: RunningPods,
+}
+
+/// Per job, how many of its pods were bound before the cycle, still hold their slot and are
+/// not being deleted.
+#[derive(Debug, Clone)]
+pub(crate) struct RunningPods {
+    /// The job of each pod (`u32::MAX`: none, a pod of another scheduler).
+    job_of: Vec<u32>,
+    count: Vec<u32>,
+}
+
+impl RunningPods {
+    /// Counts the running pods of each job in the slots the cycle starts from.
+    pub fn new(snapshot: &Snapshot, jobs: &[Job], slots: &[Option<Slot>]) -> Self {
+        let mut job_of = vec![u32::MAX; snapshot.pods.len()];
+        let mut count = vec![0; jobs.len()];
+        for (j, job) in jobs.iter().enumerate() {
+            for &p in &job.pods {
+                job_of[p] = j as u32;
+                if slots[p].is_some() && counts(snapshot, p) {
+                    count[j] += 1;
+                }
+            }
+        }
+        RunningPods { job_of, count }
+    }
+
+    /// Whether some pod of `job` runs.
+    pub fn any(&self, job: usize) -> bool {
+        self.count[job] > 0
+    }
+
+    fn change(&mut self, snapshot: &Snapshot, pod: usize, up: bool) {
+        let job = self.job_of[pod];
+        if job == u32::MAX || !counts(snapshot, pod) {
+            return;
+        }
+        let count = &mut self.count[job as usize];
+        *count = if up { *count + 1 } else { *count - 1 };
+    }
+}
+
+/// Whether a pod counts as running while it holds a slot: bound before the cycle and not
+/// being deleted.
+fn counts(snapshot: &Snapshot, pod: usize) -> bool {
+    let pod = &snapshot.pods[pod];
+    pod.node.is_some() && !pod.terminating
 }
 
 impl PodState for Context<'_> {
@@ -74,6 +124,22 @@ impl Context<'_> {
             .copied()
             .filter(|&p| self.is_pending(p))
             .collect()
+    }
+
+    /// Takes a pod's slot away (the pod leaves its node), keeping the running counts.
+    pub(crate) fn take_slot(&mut self, pod: usize) -> Option<Slot> {
+        let slot = self.slots[pod].take();
+        if slot.is_some() {
+            self.running_pods.change(self.snapshot, pod, false);
+        }
+        slot
+    }
+
+    /// Gives a pod a slot (it was without one), keeping the running counts.
+    pub(crate) fn put_slot(&mut self, pod: usize, slot: Slot) {
+        debug_assert!(self.slots[pod].is_none(), "a pod given a second slot");
+        self.slots[pod] = Some(slot);
+        self.running_pods.change(self.snapshot, pod, true);
     }
 
     /// Whether a pod waits: not bound before the cycle, not placed in it.
@@ -488,7 +554,7 @@ impl Context<'_> {
             } else {
                 Decision::Bind { pod, node }
             });
-            self.slots[p] = Some(slot);
+            self.put_slot(p, slot);
         }
     }
 }

@@ -94,7 +94,7 @@ impl Context<'_> {
         });
         for v in now_movable.take(MAX_VICTIM_JOBS).collect::<Vec<_>>() {
             for p in self.running(v) {
-                if let Some(slot) = self.slots[p].take() {
+                if let Some(slot) = self.take_slot(p) {
                     self.state.release(&slot, &self.snapshot.pods[p]);
                     released.push((p, slot));
                 }
@@ -116,7 +116,7 @@ impl Context<'_> {
                         });
                         moved.insert(p);
                     }
-                    self.slots[p] = Some(to);
+                    self.put_slot(p, to);
                 }
                 self.commit(job, leaf, slots, true);
                 return true;
@@ -125,7 +125,7 @@ impl Context<'_> {
         }
         for (p, slot) in released.into_iter().rev() {
             self.state.take(&slot, &self.snapshot.pods[p]);
-            self.slots[p] = Some(slot);
+            self.put_slot(p, slot);
         }
         false
     }

@@ -264,7 +264,13 @@ impl Context<'_> {
 
     /// Whether some pod of a job runs (see [`Self::running`]).
     pub(crate) fn is_running(&self, job: usize) -> bool {
-        self.jobs[job].pods.iter().any(|&p| self.runs(p))
+        let running = self.running_pods.any(job);
+        debug_assert_eq!(
+            running,
+            self.jobs[job].pods.iter().any(|&p| self.runs(p)),
+            "the running count of job {job} is off"
+        );
+        running
     }
 
     /// Whether a pod was bound before the cycle, still is, and is not being deleted.
@@ -502,7 +508,7 @@ impl Context<'_> {
     fn release(&mut self, victim: &Victim) -> Vec<(usize, Slot)> {
         let mut freed = Vec::new();
         for &p in &victim.pods {
-            if let Some(slot) = self.slots[p].take() {
+            if let Some(slot) = self.take_slot(p) {
                 self.state.release(&slot, &self.snapshot.pods[p]);
                 freed.push((p, slot));
             }
@@ -522,7 +528,7 @@ impl Context<'_> {
     fn restore(&mut self, victim: &Victim, freed: &[(usize, Slot)]) {
         for (p, slot) in freed {
             self.state.take(slot, &self.snapshot.pods[*p]);
-            self.slots[*p] = Some(slot.clone());
+            self.put_slot(*p, slot.clone());
         }
         self.account(victim, 1);
     }
@@ -634,7 +640,7 @@ impl Context<'_> {
                 );
             }
             for p in running {
-                if let Some(slot) = self.slots[p].take() {
+                if let Some(slot) = self.take_slot(p) {
                     self.state.release(&slot, &self.snapshot.pods[p]);
                     self.decisions.push(Decision::Evict {
                         pod: self.snapshot.pods[p].key(),

@@ -183,17 +183,16 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         let Ok(q) = job.queue else { continue };
         // A pod being deleted still holds its node's room, but not its queue's share: KAI
         // counts releasing pods as neither allocated nor requested.
-        let running: Vec<usize> = job
+        let running = job
             .pods
             .iter()
             .copied()
             .filter(|&p| slots[p].is_some() && !snapshot.pods[p].terminating)
-            .chain(job.elsewhere.iter().copied())
-            .collect();
+            .chain(job.elsewhere.iter().copied());
         used.add(
             policy,
             q,
-            jobs::request_of(snapshot, &running),
+            jobs::sum_requests(snapshot, running),
             job.preemptible,
             1,
         );
@@ -204,6 +203,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     let releasing = (0..snapshot.pods.len())
         .filter(|&p| snapshot.pods[p].terminating && slots[p].is_some())
         .collect();
+    let running_pods = allocate::RunningPods::new(snapshot, &jobs, &slots);
     let mut ctx = allocate::Context {
         snapshot,
         policy,
@@ -219,6 +219,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         place: actions.allocate,
         releasing,
         grown: vec![false; jobs.len()],
+        running_pods,
     };
     let mut unplaced = ctx.allocate();
     lap("allocate");
@@ -271,13 +272,12 @@ fn demand(
     }
     for job in jobs {
         let Ok(q) = job.queue else { continue };
-        let pending: Vec<usize> = job
+        let pending = job
             .pods
             .iter()
             .copied()
-            .filter(|&p| snapshot.pods[p].node.is_none())
-            .collect();
-        let add = jobs::request_of(snapshot, &pending);
+            .filter(|&p| snapshot.pods[p].node.is_none());
+        let add = jobs::sum_requests(snapshot, pending);
         for kind in ResourceKind::ALL {
             *request[q].get_mut(kind) += add.get(kind);
         }
