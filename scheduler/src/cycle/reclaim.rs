@@ -59,6 +59,19 @@ struct PoolLeaf {
 /// Jobs reclaim may take from, by leaf queue.
 type Pool = std::collections::BTreeMap<usize, PoolLeaf>;
 
+/// Leaf heads worked out by earlier attempts of this reclaim pass, by (leaf, min-runtime,
+/// whether min-runtimes are honoured), with how many of the leaf's jobs come before the head. A
+/// leaf's head depends only on its own jobs, which change only when an attempt commits (a failed
+/// attempt puts back all it took): the attempts of a busy cluster, most of which fail, then work
+/// out each leaf's head once, not once each.
+#[derive(Debug, Default)]
+struct KnownHeads {
+    by_leaf: std::collections::HashMap<HeadKey, (usize, Option<Head>)>,
+}
+
+/// A leaf, the reclaim min-runtime that protects its jobs, and whether it is honoured.
+type HeadKey = (usize, Option<u64>, bool);
+
 /// A leaf's next victim unit (a job and the pods that go), and what it frees.
 #[derive(Debug, Clone)]
 struct Head {
@@ -75,6 +88,14 @@ struct Heads {
     leaf: Vec<Option<Option<Head>>>,
     /// A parent's last subtree in the queue order: its leaf and what its victims free.
     parent: Vec<Option<Option<(usize, Quantities)>>>,
+    /// Per leaf of gangs, how many of its jobs (in order) are known to be no victim in this
+    /// attempt: a job only stops being one while the attempt runs (its pods are released), so
+    /// the next head is searched for from there, not from the start.
+    passed: Vec<usize>,
+    /// A queue as the victim queue order ranks it, with what its victims free.
+    ranked: Vec<Option<Ranked>>,
+    /// Leaves a victim was taken from in this attempt: their heads are this attempt's own.
+    touched: Vec<bool>,
 }
 
 impl Heads {
@@ -82,6 +103,9 @@ impl Heads {
         Heads {
             leaf: vec![None; queues],
             parent: vec![None; queues],
+            passed: vec![0; queues],
+            ranked: vec![None; queues],
+            touched: vec![false; queues],
         }
     }
 
@@ -91,6 +115,7 @@ impl Heads {
         let mut at = Some(queue);
         while let Some(q) = at {
             self.parent[q] = None;
+            self.ranked[q] = None;
             at = policy.queues[q].parent;
         }
     }
@@ -103,6 +128,7 @@ impl Context<'_> {
         let mut still = Vec::new();
         // Jobs that could be victims at all: preemptible, running (re-checked as victims go).
         let pool = self.victim_pool();
+        let mut known = KnownHeads::default();
         let mut failed = super::evict::FailedJobs::default();
         for mut u in unplaced {
             let Ok(leaf) = self.jobs[u.job].queue else {
@@ -122,7 +148,8 @@ impl Context<'_> {
                 still.push(u);
                 continue;
             }
-            let (done, protected_left_out) = self.try_reclaim(u.job, leaf, &request, &pool, true);
+            let (done, protected_left_out) =
+                self.try_reclaim(u.job, leaf, &request, &pool, true, &mut known);
             if !done {
                 failed.record(self, u.job, leaf);
             }
@@ -130,7 +157,10 @@ impl Context<'_> {
                 // Would it have worked but for min-runtimes? Then that is the reason to give.
                 if let Some(reason) = self.min_runtime_blocks(
                     "reclaim",
-                    |cx| cx.try_reclaim(u.job, leaf, &request, &pool, false).0,
+                    |cx| {
+                        cx.try_reclaim(u.job, leaf, &request, &pool, false, &mut known)
+                            .0
+                    },
                     |cx, v| {
                         let vq = *cx.jobs[v].queue.as_ref().ok()?;
                         cx.reclaim_min_runtime(leaf, vq)
@@ -156,6 +186,7 @@ impl Context<'_> {
         request: &Quantities,
         pool: &Pool,
         honour_min_runtime: bool,
+        known: &mut KnownHeads,
     ) -> (bool, bool) {
         let pending = self.gang_core(job);
         let candidates = self.reclaim_candidates(leaf, request, pool, honour_min_runtime);
@@ -178,6 +209,7 @@ impl Context<'_> {
             for v in &popped[seen..] {
                 if let Ok(q) = cx.jobs[v.job].queue {
                     heads.forget(cx.policy, q);
+                    heads.touched[q] = true;
                     let frees = quantities(&request_of(cx.snapshot, &v.pods));
                     let mut at = Some(q);
                     while let Some(a) = at {
@@ -188,7 +220,7 @@ impl Context<'_> {
             }
             seen = popped.len();
             let (from, _) =
-                cx.last_victim_queue(&roots, &candidates, &excluded, &released, &mut heads)?;
+                cx.last_victim_queue(&roots, &candidates, &excluded, &released, &mut heads, known)?;
             let head = heads.leaf[from].as_ref()?.as_ref()?;
             let (job, pods) = (head.job, head.pods.clone());
             let vq = *cx.jobs[job].queue.as_ref().ok()?;
@@ -215,6 +247,9 @@ impl Context<'_> {
             cx.within_boundaries(leaf, &request, preemptible, victims)
         };
         let done = self.release_until_fit(job, leaf, &pending, &mut next, &valid);
+        if done {
+            known.by_leaf.clear();
+        }
         (done, candidates.protected_left_out)
     }
 
@@ -297,6 +332,7 @@ impl Context<'_> {
         jobs: &PoolLeaf,
         min: Option<u64>,
         honour_min_runtime: bool,
+        passed: &mut usize,
     ) -> Option<(usize, Vec<usize>)> {
         // Whether a job may be a victim, and whether its min-runtime protects its minimum.
         let eligible = |v: usize| -> Option<bool> {
@@ -313,7 +349,13 @@ impl Context<'_> {
             Some(protected)
         };
         if !jobs.elastic {
-            let v = jobs.jobs.iter().copied().find(|&v| eligible(v).is_some())?;
+            let rest = jobs.jobs.get(*passed..)?;
+            let Some(at) = rest.iter().position(|&v| eligible(v).is_some()) else {
+                *passed = jobs.jobs.len();
+                return None;
+            };
+            *passed += at;
+            let v = rest[at];
             return Some((v, self.running(v)));
         }
         let ranked: Vec<(usize, bool)> = jobs
@@ -489,6 +531,7 @@ impl Context<'_> {
         excluded: &[usize],
         released: &[Quantities],
         heads: &mut Heads,
+        known: &mut KnownHeads,
     ) -> Option<(usize, Quantities)> {
         let total = quantities(&self.capacity);
         let mut last: Option<(Ranked, (usize, Quantities))> = None;
@@ -497,11 +540,25 @@ impl Context<'_> {
             .filter(|&&c| candidates.in_subtree[c] && !excluded.contains(&c))
         {
             let found = if self.policy.queues[c].is_leaf() {
+                let passed = &mut heads.passed[c];
+                let touched = heads.touched[c];
                 let head = heads.leaf[c].get_or_insert_with(|| {
                     let (jobs, min) = candidates.by_leaf.get(&c)?;
-                    let (job, pods) = self.leaf_head(jobs, *min, candidates.honour_min_runtime)?;
-                    let frees = quantities(&request_of(self.snapshot, &pods));
-                    Some(Head { job, pods, frees })
+                    let key = (c, *min, candidates.honour_min_runtime);
+                    if !touched && let Some((at, head)) = known.by_leaf.get(&key) {
+                        *passed = *at;
+                        return head.clone();
+                    }
+                    let head = self
+                        .leaf_head(jobs, *min, candidates.honour_min_runtime, passed)
+                        .map(|(job, pods)| {
+                            let frees = quantities(&request_of(self.snapshot, &pods));
+                            Head { job, pods, frees }
+                        });
+                    if !touched {
+                        known.by_leaf.insert(key, (*passed, head.clone()));
+                    }
+                    head
                 });
                 head.as_ref().map(|h| (c, add(&h.frees, &released[c])))
             } else if let Some(known) = heads.parent[c] {
@@ -513,6 +570,7 @@ impl Context<'_> {
                     excluded,
                     released,
                     heads,
+                    known,
                 );
                 heads.parent[c] = Some(found);
                 found
@@ -521,10 +579,12 @@ impl Context<'_> {
             // Popped victims are already released from the queues' allocation here; KAI's
             // comparison subtracts them again from an allocation that still holds them, which
             // is the same number.
-            let ranked = self.ranked(&Side {
-                queue: c,
-                job: Quantities::default(),
-                victims: minus(&found.1, &released[c]),
+            let ranked = *heads.ranked[c].get_or_insert_with(|| {
+                self.ranked(&Side {
+                    queue: c,
+                    job: Quantities::default(),
+                    victims: minus(&found.1, &released[c]),
+                })
             });
             if last
                 .as_ref()
