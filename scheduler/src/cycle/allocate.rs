@@ -12,7 +12,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 use super::QueueUse;
 use super::gang::PodState;
 use super::jobs::{Job, request_of, sum_requests};
-use super::kai::{Quantities, Ranked, Side, compare_queues, quantities};
+use super::kai::{OrderKey, Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, place_gang};
 use super::state::{ClusterState, Slot};
 use crate::cluster::{Amounts, Snapshot, Time};
@@ -308,21 +308,23 @@ impl Context<'_> {
         init: &[Quantities],
     ) -> Option<usize> {
         let total = quantities(&self.capacity);
-        let mut best: Option<(Ranked, usize)> = None;
+        let mut best: Option<(OrderKey, usize)> = None;
         for &c in siblings.iter().filter(|&&c| waiting[c] > 0) {
             let queue = &self.policy.queues[c];
             let leaf = if queue.is_leaf() { c } else { best_leaf[c]? };
             let Some(&job) = queues[leaf].front() else {
                 continue;
             };
-            let ranked = self.ranked(&Side {
-                queue: c,
-                job: init[job],
-                victims: Quantities::default(),
-            });
+            let ranked = self
+                .ranked(&Side {
+                    queue: c,
+                    job: init[job],
+                    victims: Quantities::default(),
+                })
+                .key(&total);
             if best
                 .as_ref()
-                .is_none_or(|(b, _)| compare_queues(&ranked, b, &total) == Ordering::Less)
+                .is_none_or(|(b, _)| compare_keys(&ranked, b) == Ordering::Less)
             {
                 best = Some((ranked, leaf));
             }

@@ -189,65 +189,76 @@ pub(crate) struct Ranked {
     pub victims: Quantities,
 }
 
-/// KAI's `GetQueueOrderResult`: `Less` when `l` goes first.
-pub(crate) fn compare_queues(l: &Ranked, r: &Ranked, total: &Quantities) -> Ordering {
-    let (lq, rq) = (&l.shares, &r.shares);
-    // Not over its fair share (over means over in every resource) first.
-    let over = |q: &QueueShares| {
-        ResourceKind::ALL
-            .into_iter()
-            .all(|k| q.get(k).fair_share < q.get(k).allocated)
-    };
-    let by = |a: bool, b: bool| a.cmp(&b);
-    by(over(lq), over(rq))
-        // Still within deserved quota with the job first.
-        .then_with(|| {
-            let starved = |s: &Ranked| {
-                less_equal(
-                    &add(&each(&s.shares, |r| r.allocated), &s.job),
-                    &each(&s.shares, |r| r.deserved),
-                )
-            };
-            by(!starved(l), !starved(r))
-        })
-        // Higher queue priority first.
-        .then_with(|| r.priority.cmp(&l.priority))
-        // A queue that would hold a resource it has no allocatable share of goes last.
-        .then_with(|| {
-            let violates = |s: &Ranked| {
-                ResourceKind::ALL.into_iter().any(|k| {
-                    let share = s.shares.get(k);
-                    share.allocatable() == 0.0 && share.allocated + s.job.get(k) > 0.0
-                })
-            };
-            by(violates(l), violates(r))
-        })
-        // Smaller dominant share with the job (and without the victims) first.
-        .then_with(|| {
-            let with_job = |s: &Ranked| {
-                let q = &s.shares;
-                let held = PerResource {
-                    gpu: q.gpu.allocated + s.job.gpu - s.victims.gpu,
-                    cpu: q.cpu.allocated + s.job.cpu - s.victims.cpu,
-                    memory: q.memory.allocated + s.job.memory - s.victims.memory,
-                };
-                dominant_share(q, &held, total)
-            };
-            with_job(l).total_cmp(&with_job(r))
-        })
-        // Then without the job.
-        .then_with(|| {
-            let now = |q: &QueueShares| dominant_share(q, &each(q, |r| r.allocated), total);
-            now(lq).total_cmp(&now(rq))
-        })
+/// A queue's place in KAI's queue order, worked out once from its [`Ranked`] numbers: what
+/// [`compare_keys`] compares, criterion by criterion.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OrderKey {
+    /// Over its fair share (over means over in every resource).
+    over: bool,
+    /// Above its deserved quota with the job added.
+    not_starved: bool,
+    priority: i32,
+    /// Would hold a resource it has no allocatable share of.
+    violates: bool,
+    /// Dominant share with the job, without the victims.
+    share_with_job: f64,
+    /// Dominant share as it holds now.
+    share_now: f64,
+    allocatable: Quantities,
+    created: usize,
+}
+
+impl Ranked {
+    /// Its key in the queue order, with `total` the cluster's resources.
+    pub(crate) fn key(&self, total: &Quantities) -> OrderKey {
+        let q = &self.shares;
+        let held = PerResource {
+            gpu: q.gpu.allocated + self.job.gpu - self.victims.gpu,
+            cpu: q.cpu.allocated + self.job.cpu - self.victims.cpu,
+            memory: q.memory.allocated + self.job.memory - self.victims.memory,
+        };
+        OrderKey {
+            over: ResourceKind::ALL
+                .into_iter()
+                .all(|k| q.get(k).fair_share < q.get(k).allocated),
+            not_starved: !less_equal(
+                &add(&each(q, |r| r.allocated), &self.job),
+                &each(q, |r| r.deserved),
+            ),
+            priority: self.priority,
+            violates: ResourceKind::ALL.into_iter().any(|k| {
+                let share = q.get(k);
+                share.allocatable() == 0.0 && share.allocated + self.job.get(k) > 0.0
+            }),
+            share_with_job: dominant_share(q, &held, total),
+            share_now: dominant_share(q, &each(q, |r| r.allocated), total),
+            allocatable: each(q, Share::allocatable),
+            created: self.created,
+        }
+    }
+}
+
+/// KAI's `GetQueueOrderResult` on keys worked out beforehand: `Less` when `l` goes first.
+pub(crate) fn compare_keys(l: &OrderKey, r: &OrderKey) -> Ordering {
+    // Not over its fair share first; then still within deserved quota with the job; then
+    // higher queue priority; a queue that would hold a resource it has no allocatable share of
+    // goes last; then the smaller dominant share with the job (and without the victims), then
+    // without the job.
+    let smaller = |a: &Quantities, b: &Quantities| !less_equal(b, a) && less_equal(a, b);
+    l.over
+        .cmp(&r.over)
+        .then(l.not_starved.cmp(&r.not_starved))
+        .then(r.priority.cmp(&l.priority))
+        .then(l.violates.cmp(&r.violates))
+        .then(l.share_with_job.total_cmp(&r.share_with_job))
+        .then(l.share_now.total_cmp(&r.share_now))
         // Then the queue whose allocatable share is smaller in every resource.
         .then_with(|| {
-            let (la, ra) = (each(lq, Share::allocatable), each(rq, Share::allocatable));
-            let smaller = |a: &Quantities, b: &Quantities| !less_equal(b, a) && less_equal(a, b);
-            by(!smaller(&la, &ra), !smaller(&ra, &la))
+            let (la, ra) = (&l.allocatable, &r.allocatable);
+            (!smaller(la, ra)).cmp(&!smaller(ra, la))
         })
         // KAI's last tie-breaker is the queue's creation time; ours is declaration order.
-        .then_with(|| l.created.cmp(&r.created))
+        .then(l.created.cmp(&r.created))
 }
 
 #[cfg(test)]

@@ -7,6 +7,11 @@ use std::cmp::Ordering;
 
 use super::*;
 
+/// Two queues compared as the cycle compares them: each keyed once, then the keys.
+fn compare_queues(l: &Ranked, r: &Ranked, total: &Quantities) -> Ordering {
+    compare_keys(&l.key(total), &r.key(total))
+}
+
 /// `lQueuePrioritized` / `rQueuePrioritized`.
 const L: Ordering = Ordering::Less;
 const R: Ordering = Ordering::Greater;

@@ -28,7 +28,7 @@ use super::allocate::{Context, Unplaced};
 use super::evict::Victim;
 use super::jobs::request_of;
 use super::kai::{
-    Quantities, Ranked, Share, Side, add, compare_queues, each, less_equal, quantities,
+    OrderKey, Quantities, Share, Side, add, compare_keys, each, less_equal, quantities,
 };
 use crate::cluster::Time;
 use crate::decision::EvictReason;
@@ -37,7 +37,10 @@ use crate::decision::EvictReason;
 struct Candidates<'p> {
     /// Victim queues the reclaimer may take from, each with its running jobs and the reclaim
     /// min-runtime that protects them from this reclaimer.
-    by_leaf: std::collections::BTreeMap<usize, (&'p PoolLeaf, Option<u64>)>,
+    /// By queue index (`None`: no candidate there).
+    by_leaf: Vec<Option<(&'p PoolLeaf, Option<u64>)>>,
+    /// Whether some leaf has candidates.
+    any: bool,
     in_subtree: Vec<bool>,
     /// Whether min-runtimes are honoured (off in the dry run that finds out if they block).
     honour_min_runtime: bool,
@@ -66,7 +69,7 @@ type Pool = std::collections::BTreeMap<usize, PoolLeaf>;
 /// out each leaf's head once, not once each.
 #[derive(Debug, Default)]
 struct KnownHeads {
-    by_leaf: std::collections::HashMap<HeadKey, (usize, Option<Head>)>,
+    by_leaf: rustc_hash::FxHashMap<HeadKey, (usize, Option<Head>)>,
 }
 
 /// A leaf, the reclaim min-runtime that protects its jobs, and whether it is honoured.
@@ -92,8 +95,8 @@ struct Heads {
     /// attempt: a job only stops being one while the attempt runs (its pods are released), so
     /// the next head is searched for from there, not from the start.
     passed: Vec<usize>,
-    /// A queue as the victim queue order ranks it, with what its victims free.
-    ranked: Vec<Option<Ranked>>,
+    /// A queue's key in the victim queue order, with what its victims free.
+    ranked: Vec<Option<OrderKey>>,
     /// Leaves a victim was taken from in this attempt: their heads are this attempt's own.
     touched: Vec<bool>,
 }
@@ -190,7 +193,7 @@ impl Context<'_> {
     ) -> (bool, bool) {
         let pending = self.gang_core(job);
         let candidates = self.reclaim_candidates(leaf, request, pool, honour_min_runtime);
-        if candidates.by_leaf.is_empty() {
+        if !candidates.any {
             return (false, candidates.protected_left_out);
         }
         let request = *request;
@@ -276,7 +279,8 @@ impl Context<'_> {
         honour_min_runtime: bool,
     ) -> Candidates<'p> {
         let mut found = Candidates {
-            by_leaf: std::collections::BTreeMap::new(),
+            by_leaf: vec![None; self.policy.queues.len()],
+            any: false,
             in_subtree: vec![false; self.policy.queues.len()],
             honour_min_runtime,
             protected_left_out: false,
@@ -294,7 +298,8 @@ impl Context<'_> {
             {
                 found.protected_left_out = true;
             }
-            found.by_leaf.insert(vq, (jobs, min));
+            found.by_leaf[vq] = Some((jobs, min));
+            found.any = true;
             let mut at = Some(vq);
             while let Some(q) = at {
                 found.in_subtree[q] = true;
@@ -534,7 +539,7 @@ impl Context<'_> {
         known: &mut KnownHeads,
     ) -> Option<(usize, Quantities)> {
         let total = quantities(&self.capacity);
-        let mut last: Option<(Ranked, (usize, Quantities))> = None;
+        let mut last: Option<(OrderKey, (usize, Quantities))> = None;
         for &c in siblings
             .iter()
             .filter(|&&c| candidates.in_subtree[c] && !excluded.contains(&c))
@@ -543,14 +548,14 @@ impl Context<'_> {
                 let passed = &mut heads.passed[c];
                 let touched = heads.touched[c];
                 let head = heads.leaf[c].get_or_insert_with(|| {
-                    let (jobs, min) = candidates.by_leaf.get(&c)?;
-                    let key = (c, *min, candidates.honour_min_runtime);
+                    let (jobs, min) = candidates.by_leaf[c]?;
+                    let key = (c, min, candidates.honour_min_runtime);
                     if !touched && let Some((at, head)) = known.by_leaf.get(&key) {
                         *passed = *at;
                         return head.clone();
                     }
                     let head = self
-                        .leaf_head(jobs, *min, candidates.honour_min_runtime, passed)
+                        .leaf_head(jobs, min, candidates.honour_min_runtime, passed)
                         .map(|(job, pods)| {
                             let frees = quantities(&request_of(self.snapshot, &pods));
                             Head { job, pods, frees }
@@ -585,10 +590,11 @@ impl Context<'_> {
                     job: Quantities::default(),
                     victims: minus(&found.1, &released[c]),
                 })
+                .key(&total)
             });
             if last
                 .as_ref()
-                .is_none_or(|(l, _)| compare_queues(&ranked, l, &total) == Ordering::Greater)
+                .is_none_or(|(l, _)| compare_keys(&ranked, l) == Ordering::Greater)
             {
                 last = Some((ranked, found));
             }
