@@ -63,41 +63,47 @@ pub const TRAIN_CLASS: &str = "train";
 /// A job's (namespace, pod group or pod name, whether it is a pod group).
 type JobKey<'s> = (&'s str, &'s str, bool);
 
+/// A job's pod group object (index into `Snapshot::groups`), if any, and its pods.
+type Members = (Option<usize>, Vec<usize>);
+
 /// Groups the snapshot's pods into jobs, in a stable order (namespace, then name). Pods of
 /// other schedulers are no job: they only hold their node's resources.
 pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
     let nodes: FxHashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
-    // Grouped by borrowed keys, then sorted: the jobs come in (namespace, name) order.
-    let mut by_key: HashMap<JobKey, Vec<usize>> = HashMap::default();
-    by_key.reserve(snapshot.pods.len() / 4);
+    // Grouped by borrowed keys, then sorted: the jobs come in (namespace, name) order. The pod
+    // groups go in first, so that a pod finds its group's object in the same lookup.
+    let mut by_key: HashMap<JobKey, Members> = HashMap::default();
+    by_key.reserve(snapshot.groups.len().max(snapshot.pods.len() / 4));
+    for (i, g) in snapshot.groups.iter().enumerate() {
+        // Of two objects with one name, the later one counts.
+        by_key.insert(
+            (g.namespace.as_str(), g.name.as_str(), true),
+            (Some(i), Vec::new()),
+        );
+    }
     for (i, pod) in snapshot.pods.iter().enumerate().filter(|(_, p)| !p.foreign) {
         let key = match &pod.group {
             Some(g) => (pod.namespace.as_str(), g.as_str(), true),
             None => (pod.namespace.as_str(), pod.name.as_str(), false),
         };
-        by_key.entry(key).or_default().push(i);
+        by_key.entry(key).or_default().1.push(i);
     }
-    let mut by_key: Vec<(JobKey, Vec<usize>)> = by_key.into_iter().collect();
+    // A pod group without pods is no job.
+    let mut by_key: Vec<(JobKey, Members)> = by_key
+        .into_iter()
+        .filter(|(_, (_, pods))| !pods.is_empty())
+        .collect();
     by_key.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let names = QueueNames::new(policy);
-    let groups: HashMap<(&str, &str), usize> = snapshot
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| ((g.namespace.as_str(), g.name.as_str()), i))
-        .collect();
     by_key
         .into_iter()
-        .map(|((namespace, name, grouped), all)| {
-            let group = grouped
-                .then(|| groups.get(&(namespace, name)))
-                .flatten()
-                .map(|&g| &snapshot.groups[g]);
+        .map(|((namespace, name, _), (group, all))| {
+            let group = group.map(|g| &snapshot.groups[g]);
             let first = &snapshot.pods[all[0]];
             let named_queue = group
-                .and_then(|g| g.queue.clone())
-                .or_else(|| first.queue.clone());
-            let queue = resolve_queue(policy, &names, namespace, named_queue.as_deref());
+                .and_then(|g| g.queue.as_deref())
+                .or(first.queue.as_deref());
+            let queue = resolve_queue(policy, &names, namespace, named_queue);
             let (class, declared) =
                 priority_class(policy, &snapshot.priority_classes, group, first, &queue);
             // A class the policy does not declare takes the cluster's value, as KAI takes it.
