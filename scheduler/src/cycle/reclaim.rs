@@ -55,7 +55,8 @@ struct PoolLeaf {
     jobs: Vec<usize>,
     /// Whether a job can shrink pod by pod: its place in the order then moves as it does.
     elastic: bool,
-    /// The latest start among the gang jobs (the start a min-runtime counts from).
+    /// The latest start among the gang jobs (the start a min-runtime counts from); only worked
+    /// out when some queue has a reclaim min-runtime.
     latest_gang_start: Option<Time>,
 }
 
@@ -312,13 +313,18 @@ impl Context<'_> {
     /// The jobs reclaim may take from, by leaf queue, each queue's in KAI's reversed job order.
     fn victim_pool(&self) -> Pool {
         let mut pool = Pool::new();
+        let any_min_runtime = self
+            .policy
+            .queues
+            .iter()
+            .any(|q| q.min_runtime.reclaim.is_some_and(|d| d.0 > 0));
         for v in (0..self.jobs.len()).filter(|&v| self.jobs[v].preemptible && self.is_running(v)) {
             let Ok(q) = self.jobs[v].queue else { continue };
             let leaf = pool.entry(q).or_default();
             leaf.jobs.push(v);
             if self.is_elastic(v) {
                 leaf.elastic = true;
-            } else if let Some(start) = self.started(v) {
+            } else if any_min_runtime && let Some(start) = self.started(v) {
                 leaf.latest_gang_start = leaf.latest_gang_start.max(Some(start));
             }
         }
@@ -491,30 +497,36 @@ impl Context<'_> {
         freed
     }
 
-    /// The queues from the top of the tree down to `queue`.
-    pub(crate) fn path(&self, queue: usize) -> Vec<usize> {
-        let mut path = Vec::with_capacity(self.policy.queues[queue].depth + 1);
-        let mut at = Some(queue);
-        while let Some(q) = at {
-            path.push(q);
-            at = self.policy.queues[q].parent;
-        }
-        path.reverse();
-        path
-    }
-
     /// KAI's `getLeveledQueues`: the two queues where the paths of `a` and `b` split (siblings
-    /// under their lowest common ancestor, or two top-level queues).
+    /// under their lowest common ancestor, or two top-level queues); where one is the other's
+    /// ancestor, the ancestor twice.
     pub(crate) fn leveled(&self, a: usize, b: usize) -> (usize, usize) {
-        let (pa, pb) = (self.path(a), self.path(b));
-        let mut pair = (pa[0], pb[0]);
-        for (&x, &y) in pa.iter().zip(&pb) {
-            pair = (x, y);
-            if x != y {
-                break;
+        let queues = &self.policy.queues;
+        let up = |mut q: usize, depth: usize| {
+            while queues[q].depth > depth {
+                q = queues[q]
+                    .parent
+                    .expect("a queue below the top has a parent");
             }
+            q
+        };
+        let depth = queues[a].depth.min(queues[b].depth);
+        let (mut x, mut y) = (up(a, depth), up(b, depth));
+        if x == y {
+            return (x, y);
         }
-        pair
+        while queues[x].parent != queues[y].parent {
+            let parents = (queues[x].parent, queues[y].parent);
+            (x, y) = (
+                parents
+                    .0
+                    .expect("queues at one depth below the top have parents"),
+                parents
+                    .1
+                    .expect("queues at one depth below the top have parents"),
+            );
+        }
+        (x, y)
     }
 
     /// The reclaim min-runtime that protects a victim in `victim` from a reclaimer in
