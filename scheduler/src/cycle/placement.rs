@@ -304,6 +304,7 @@ fn attempt(
     explain: bool,
     before: &[(usize, Slot)],
 ) -> Result<Vec<(usize, Slot)>, Reason> {
+    let version = state.version();
     let mut placed: Vec<(usize, Slot)> = Vec::with_capacity(order.len());
     // The gang's GPUs on each node so far (`max-gpus-per-node` counts the whole gang).
     let mut gpus_on: HashMap<usize, i64> = HashMap::new();
@@ -321,7 +322,7 @@ fn attempt(
             }
             None => {
                 let reason = if explain {
-                    no_fit(state, pod)
+                    explain_no_fit(state, snapshot, p)
                 } else {
                     Reason::NoNodeFits {
                         nodes: state.len() as u32,
@@ -331,6 +332,7 @@ fn attempt(
                 for (q, slot) in placed.iter().rev() {
                     state.release(slot, &snapshot.pods[*q]);
                 }
+                state.rewind(version);
                 return Err(reason);
             }
         }
@@ -373,6 +375,57 @@ fn choose(
             )
         })
         .map(|(_, s)| s)
+}
+
+/// The reasons found for pods that did not fit, in one version of the state. A cluster too full
+/// for a queue's backlog sees the same few pod shapes fail one after another with nothing
+/// placed between them; each shape's reason is then worked out over the nodes once.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WhyNot {
+    version: u64,
+    /// A pod of each shape, with the reason.
+    found: Vec<(usize, Reason)>,
+}
+
+/// The most shapes remembered for one version.
+const WHY_NOT_SHAPES: usize = 32;
+
+/// [`no_fit`], or the reason already found in this version of the state for a pod with the
+/// same needs.
+fn explain_no_fit(state: &mut ClusterState, snapshot: &Snapshot, p: usize) -> Reason {
+    let pod = &snapshot.pods[p];
+    let version = state.version();
+    if state.why_not.version != version {
+        state.why_not = WhyNot {
+            version,
+            found: Vec::new(),
+        };
+    }
+    let known = state
+        .why_not
+        .found
+        .iter()
+        .find(|(q, _)| same_needs(&snapshot.pods[*q], pod));
+    if let Some((_, reason)) = known {
+        return reason.clone();
+    }
+    let reason = no_fit(state, pod);
+    if state.why_not.found.len() < WHY_NOT_SHAPES {
+        state.why_not.found.push((p, reason.clone()));
+    }
+    reason
+}
+
+/// Whether two pods ask the same of a node: everything the filters and the reasons read.
+fn same_needs(a: &Pod, b: &Pod) -> bool {
+    a.request == b.request
+        && a.fractional == b.fractional
+        && a.shared_devices == b.shared_devices
+        && a.gpu_memory == b.gpu_memory
+        && a.namespace == b.namespace
+        && a.extended == b.extended
+        && a.labels == b.labels
+        && a.constraints == b.constraints
 }
 
 /// Why no node takes a pod, in kube-scheduler's style: how many nodes fail each filter, with
@@ -536,4 +589,68 @@ fn larger_than_any(state: &ClusterState, pod: &Pod) -> Option<Reason> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod why_not_tests {
+    use super::*;
+    use crate::cycle::tests::{node, pod, running};
+
+    /// Pods that fail one after another are each told why for their own needs, with the
+    /// cluster as it stands when they are tried: a reason found once is given again only for
+    /// the same needs in the same state.
+    ///
+    /// n1 (4 GPUs) and n2 (3 GPUs) each run a 3-GPU pod: 1 GPU free, on n1. Gang `g` (two
+    /// 1-GPU pods) places one on n1 and its second finds both nodes full; `big` (2 GPU) is
+    /// tried with the gang given back, n1's GPU free again; `pinned` (1 GPU, a node selector no
+    /// node has) matches no node; `big2` (as `big`) gets `big`'s reason; then `one` (1 GPU)
+    /// takes n1's GPU, and `big2` tried again finds none free anywhere.
+    #[test]
+    fn a_reason_is_given_again_only_for_the_same_needs_in_the_same_state() {
+        let mut pinned = pod("a", "pinned", 1);
+        pinned.constraints.node_selector = BTreeMap::from([("pool".into(), "x".into())]);
+        let snapshot = Snapshot {
+            nodes: vec![node("n1", 4), node("n2", 3)],
+            pods: vec![
+                running(pod("b", "r1", 3), "n1", 0),
+                running(pod("b", "r2", 3), "n2", 0),
+                pod("a", "g-0", 1),
+                pod("a", "g-1", 1),
+                pod("a", "big", 2),
+                pinned,
+                pod("a", "big2", 2),
+                pod("a", "one", 1),
+            ],
+            ..Default::default()
+        };
+        let (mut state, _) = ClusterState::new(&snapshot);
+        let plan = Plan {
+            strategy: Strategy::Binpack,
+            max_gpus_per_node: None,
+            required: None,
+            preferred: None,
+            gang: None,
+        };
+        let why = |state: &mut ClusterState, pods: &[usize]| {
+            place_gang(state, &snapshot, pods, &plan)
+                .expect_err("does not fit")
+                .to_string()
+        };
+        assert_eq!(
+            why(&mut state, &[2, 3]),
+            "0/2 nodes fit: 2 lack 1 GPU (most free: 0)"
+        );
+        let big = why(&mut state, &[4]);
+        assert_eq!(big, "0/2 nodes fit: 2 lack 2 GPU (most free: 1)");
+        assert!(
+            why(&mut state, &[5]).starts_with("0/2 nodes match the pod"),
+            "the node selector, not the room"
+        );
+        assert_eq!(why(&mut state, &[6]), big);
+        place_gang(&mut state, &snapshot, &[7], &plan).expect("one GPU is free on n1");
+        assert_eq!(
+            why(&mut state, &[6]),
+            "0/2 nodes fit: 2 lack 2 GPU (most free: 0)"
+        );
+    }
 }

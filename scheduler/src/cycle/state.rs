@@ -68,6 +68,13 @@ pub struct ClusterState<'s> {
     by_free_gpu: BTreeSet<(i64, usize)>,
     /// What is free on all schedulable nodes together.
     free_total: Amounts,
+    /// Which state the free amounts are in: a new number at every change, or an earlier one
+    /// when [`Self::rewind`] says every change since was undone.
+    version: u64,
+    /// The last number handed out.
+    versions: u64,
+    /// Why pods did not fit, as found in this version of the state.
+    pub(super) why_not: super::placement::WhyNot,
 }
 
 impl<'s> ClusterState<'s> {
@@ -105,6 +112,9 @@ impl<'s> ClusterState<'s> {
             by_cpu: BTreeSet::new(),
             by_free_gpu: BTreeSet::new(),
             free_total: Amounts::default(),
+            version: 0,
+            versions: 0,
+            why_not: Default::default(),
         };
         for (n, node) in snapshot.nodes.iter().enumerate() {
             if state.schedulable[n] {
@@ -194,6 +204,16 @@ impl<'s> ClusterState<'s> {
         );
     }
 
+    /// The state's version: equal versions mean equal free amounts everywhere.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Says the state is again as it was at `version`: every change since has been undone.
+    pub fn rewind(&mut self, version: u64) {
+        self.version = version;
+    }
+
     /// What is free on all schedulable nodes together.
     pub fn free_total(&self) -> Amounts {
         self.free_total
@@ -251,6 +271,8 @@ impl<'s> ClusterState<'s> {
 
     /// Takes (`sign = -1`) or gives back (`sign = 1`) what a pod holds.
     fn apply(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
+        self.versions += 1;
+        self.version = self.versions;
         if self.schedulable[slot.node] {
             self.free_total = add(self.free_total, pod.request, sign);
         }
