@@ -292,7 +292,7 @@ pub struct PodGroup {
 }
 
 /// A reference to a Kubernetes object, as an `ownerReferences` entry holds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ObjectRef {
     /// `apiVersion`.
     pub api_version: String,

@@ -73,7 +73,7 @@ impl RunningPods {
         for (j, job) in jobs.iter().enumerate() {
             for &p in &job.pods {
                 job_of[p] = j as u32;
-                if slots[p].is_some() && counts(snapshot, p) {
+                if slots[p].is_some() && counts_as_running(snapshot, p) {
                     count[j] += 1;
                 }
             }
@@ -88,7 +88,7 @@ impl RunningPods {
 
     fn change(&mut self, snapshot: &Snapshot, pod: usize, up: bool) {
         let job = self.job_of[pod];
-        if job == u32::MAX || !counts(snapshot, pod) {
+        if job == u32::MAX || !counts_as_running(snapshot, pod) {
             return;
         }
         let count = &mut self.count[job as usize];
@@ -98,7 +98,7 @@ impl RunningPods {
 
 /// Whether a pod counts as running while it holds a slot: bound before the cycle and not
 /// being deleted.
-fn counts(snapshot: &Snapshot, pod: usize) -> bool {
+pub(super) fn counts_as_running(snapshot: &Snapshot, pod: usize) -> bool {
     let pod = &snapshot.pods[pod];
     pod.node.is_some() && !pod.terminating
 }
@@ -307,7 +307,6 @@ impl Context<'_> {
         best_leaf: &[Option<usize>],
         init: &[Quantities],
     ) -> Option<usize> {
-        let total = quantities(&self.capacity);
         let mut best: Option<(OrderKey, usize)> = None;
         for &c in siblings.iter().filter(|&&c| waiting[c] > 0) {
             let queue = &self.policy.queues[c];
@@ -315,18 +314,16 @@ impl Context<'_> {
             let Some(&job) = queues[leaf].front() else {
                 continue;
             };
-            let ranked = self
-                .ranked(&Side {
-                    queue: c,
-                    job: init[job],
-                    victims: Quantities::default(),
-                })
-                .key(&total);
+            let key = self.order_key(&Side {
+                queue: c,
+                job: init[job],
+                victims: Quantities::default(),
+            });
             if best
                 .as_ref()
-                .is_none_or(|(b, _)| compare_keys(&ranked, b) == Ordering::Less)
+                .is_none_or(|(b, _)| compare_keys(&key, b) == Ordering::Less)
             {
-                best = Some((ranked, leaf));
+                best = Some((key, leaf));
             }
         }
         best.map(|(_, leaf)| leaf)

@@ -275,8 +275,7 @@ impl Context<'_> {
 
     /// Whether a pod was bound before the cycle, still is, and is not being deleted.
     fn runs(&self, p: usize) -> bool {
-        let pod = &self.snapshot.pods[p];
-        self.slots[p].is_some() && pod.node.is_some() && !pod.terminating
+        self.slots[p].is_some() && super::allocate::counts_as_running(self.snapshot, p)
     }
 
     /// Whether a job got pods placed in this cycle: it is growing, so it is nobody's victim now

@@ -162,8 +162,8 @@ impl Context<'_> {
         }
     }
 
-    /// A queue and its best job as the queue order compares them.
-    pub(crate) fn ranked(&self, s: &Side) -> Ranked {
+    /// A queue and its best job's key in the queue order.
+    pub(crate) fn order_key(&self, s: &Side) -> OrderKey {
         Ranked {
             shares: self.kai_shares(s.queue),
             priority: self.policy.queues[s.queue].priority,
@@ -171,6 +171,7 @@ impl Context<'_> {
             job: s.job,
             victims: s.victims,
         }
+        .key(&quantities(&self.capacity))
     }
 }
 

@@ -97,7 +97,7 @@ struct Heads {
     /// the next head is searched for from there, not from the start.
     passed: Vec<usize>,
     /// A queue's key in the victim queue order, with what its victims free.
-    ranked: Vec<Option<OrderKey>>,
+    key: Vec<Option<OrderKey>>,
     /// Leaves a victim was taken from in this attempt: their heads are this attempt's own.
     touched: Vec<bool>,
 }
@@ -108,7 +108,7 @@ impl Heads {
             leaf: vec![None; queues],
             parent: vec![None; queues],
             passed: vec![0; queues],
-            ranked: vec![None; queues],
+            key: vec![None; queues],
             touched: vec![false; queues],
         }
     }
@@ -119,7 +119,7 @@ impl Heads {
         let mut at = Some(queue);
         while let Some(q) = at {
             self.parent[q] = None;
-            self.ranked[q] = None;
+            self.key[q] = None;
             at = policy.queues[q].parent;
         }
     }
@@ -550,7 +550,6 @@ impl Context<'_> {
         heads: &mut Heads,
         known: &mut KnownHeads,
     ) -> Option<(usize, Quantities)> {
-        let total = quantities(&self.capacity);
         let mut last: Option<(OrderKey, (usize, Quantities))> = None;
         for &c in siblings
             .iter()
@@ -596,19 +595,18 @@ impl Context<'_> {
             // Popped victims are already released from the queues' allocation here; KAI's
             // comparison subtracts them again from an allocation that still holds them, which
             // is the same number.
-            let ranked = *heads.ranked[c].get_or_insert_with(|| {
-                self.ranked(&Side {
+            let key = *heads.key[c].get_or_insert_with(|| {
+                self.order_key(&Side {
                     queue: c,
                     job: Quantities::default(),
                     victims: minus(&found.1, &released[c]),
                 })
-                .key(&total)
             });
             if last
                 .as_ref()
-                .is_none_or(|(l, _)| compare_keys(&ranked, l) == Ordering::Greater)
+                .is_none_or(|(l, _)| compare_keys(&key, l) == Ordering::Greater)
             {
-                last = Some((ranked, found));
+                last = Some((key, found));
             }
         }
         last.map(|(_, found)| found)

@@ -10,21 +10,12 @@ use serde_json::Value;
 use super::objects::{PREEMPTIBILITY_LABEL, PRIORITY_LABEL};
 use crate::cluster::{ObjectRef, PodGroup, SubGroup};
 
+/// A reference to an owner, as `ownerReferences` hold it (`apiVersion` and `uid` empty when
+/// not given).
+pub type OwnerRef = ObjectRef;
+
 /// KAI's annotation on a batch Job (and JobSet) that sets the group's minimum.
 pub const MIN_MEMBER_ANNOTATION: &str = "kai.scheduler/batch-min-member";
-
-/// A reference to an owner, as `ownerReferences` hold it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OwnerRef {
-    /// Kind.
-    pub kind: String,
-    /// Name.
-    pub name: String,
-    /// `apiVersion` (empty when not given).
-    pub api_version: String,
-    /// `uid` (empty when not given).
-    pub uid: String,
-}
 
 /// An object that may own pods, as far as grouping reads it.
 #[derive(Debug, Clone, Default)]
@@ -509,14 +500,7 @@ impl Owners {
                     && !count_pods
                     && !top.uid.is_empty()
                     && !top.api_version.is_empty())
-                .then(|| {
-                    Box::new(ObjectRef {
-                        api_version: top.api_version.clone(),
-                        kind: top.kind.clone(),
-                        name: top.name.clone(),
-                        uid: top.uid.clone(),
-                    })
-                }),
+                .then(|| Box::new(top.clone())),
                 ..Default::default()
             },
             name,
