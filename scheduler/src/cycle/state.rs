@@ -1,5 +1,6 @@
 //! Free resources per node and per GPU device, kept in ordered indexes so that a pod finds its
-//! node in logarithmic time, with an undo log so a gang that does not fit whole leaves no trace.
+//! node in logarithmic time; what a gang that does not fit whole took is given back pod by pod
+//! ([`ClusterState::release`]), so it leaves no trace.
 
 use std::collections::{BTreeMap, BTreeSet};
 
