@@ -57,12 +57,16 @@ pub(crate) struct Context<'a> {
 }
 
 /// Per job, how many of its pods were bound before the cycle, still hold their slot and are
-/// not being deleted.
+/// not being deleted; and which pods were moved to another node in this cycle.
 #[derive(Debug, Clone)]
 pub(crate) struct RunningPods {
     /// The job of each pod (`u32::MAX`: none, a pod of another scheduler).
     job_of: Vec<u32>,
     count: Vec<u32>,
+    /// Per pod: moved in this cycle (evicted and nominated elsewhere), so no longer running.
+    moved: Vec<bool>,
+    /// Per job: how many of its pods were moved.
+    moved_in: Vec<u32>,
 }
 
 impl RunningPods {
@@ -78,21 +82,43 @@ impl RunningPods {
                 }
             }
         }
-        RunningPods { job_of, count }
+        RunningPods {
+            job_of,
+            count,
+            moved: vec![false; snapshot.pods.len()],
+            moved_in: vec![0; jobs.len()],
+        }
     }
 
-    /// Whether some pod of `job` runs.
+    /// Whether some pod of `job` runs and none was moved: a job being moved is nobody's
+    /// victim for the rest of the cycle.
     pub fn any(&self, job: usize) -> bool {
-        self.count[job] > 0
+        self.count[job] > 0 && self.moved_in[job] == 0
+    }
+
+    /// Whether a pod was moved to another node in this cycle.
+    pub fn is_moved(&self, pod: usize) -> bool {
+        self.moved[pod]
     }
 
     fn change(&mut self, snapshot: &Snapshot, pod: usize, up: bool) {
         let job = self.job_of[pod];
-        if job == u32::MAX || !counts_as_running(snapshot, pod) {
+        if job == u32::MAX || self.moved[pod] || !counts_as_running(snapshot, pod) {
             return;
         }
         let count = &mut self.count[job as usize];
         *count = if up { *count + 1 } else { *count - 1 };
+    }
+
+    /// Marks a pod (holding no slot) as moved, or no longer moved.
+    fn set_moved(&mut self, pod: usize, moved: bool) {
+        if self.moved[pod] == moved {
+            return;
+        }
+        self.moved[pod] = moved;
+        if let Some(n) = self.moved_in.get_mut(self.job_of[pod] as usize) {
+            *n = if moved { *n + 1 } else { *n - 1 };
+        }
     }
 }
 
@@ -140,6 +166,24 @@ impl Context<'_> {
         debug_assert!(self.slots[pod].is_none(), "a pod given a second slot");
         self.slots[pod] = Some(slot);
         self.running_pods.change(self.snapshot, pod, true);
+    }
+
+    /// Gives a pod that was taken off its node a slot on another one: it is evicted there
+    /// and nominated here, so it no longer counts as running (see [`RunningPods::any`]).
+    pub(crate) fn move_to(&mut self, pod: usize, slot: Slot) {
+        debug_assert!(
+            self.slots[pod].is_none(),
+            "a pod moved while it holds a slot"
+        );
+        self.running_pods.set_moved(pod, true);
+        self.slots[pod] = Some(slot);
+    }
+
+    /// Takes a moved pod's new slot away, undoing [`Self::move_to`].
+    pub(crate) fn unmove(&mut self, pod: usize) -> Option<Slot> {
+        let slot = self.slots[pod].take();
+        self.running_pods.set_moved(pod, false);
+        slot
     }
 
     /// Whether a pod waits: not bound before the cycle, not placed in it.

@@ -2,8 +2,6 @@
 //! and every moved pod fits elsewhere, with a bounded number of moves. Moves that do not end in
 //! the gang fitting are undone.
 
-use std::collections::HashSet;
-
 use kai_policy_compiler::model::Strategy;
 
 use super::allocate::{Context, Unplaced};
@@ -26,7 +24,6 @@ impl Context<'_> {
             return unplaced;
         }
         let mut still = Vec::new();
-        let mut moved: HashSet<usize> = HashSet::new();
         // KAI's victims queue (`utils.GetVictimsQueue`): movable jobs in reversed job order,
         // the lowest priority and newest first, worked out once for the pass.
         let mut victims: Vec<usize> = (0..self.jobs.len())
@@ -49,7 +46,7 @@ impl Context<'_> {
                 still.push(u);
                 continue;
             }
-            if !self.try_consolidate(u.job, &victims, &mut moved) {
+            if !self.try_consolidate(u.job, &victims) {
                 failed.record(self, u.job, leaf);
                 still.push(u);
             }
@@ -59,12 +56,7 @@ impl Context<'_> {
 
     /// Moves the first of `victims` (in order) that it takes for the gang to fit, if every pod
     /// moved fits again elsewhere.
-    fn try_consolidate(
-        &mut self,
-        job: usize,
-        victims: &[usize],
-        moved: &mut HashSet<usize>,
-    ) -> bool {
+    fn try_consolidate(&mut self, job: usize, victims: &[usize]) -> bool {
         let Ok(leaf) = self.jobs[job].queue else {
             return false;
         };
@@ -84,14 +76,12 @@ impl Context<'_> {
         }
         // Each victim is added to the moved set in turn until the gang fits and every moved
         // pod fits again elsewhere (KAI's job solver with `allPodsReallocated`). A job that grew
-        // or whose pods moved in this pass is no victim now.
+        // or whose pods moved in this cycle is no victim now (`is_running` says no).
         let mut released: Vec<(usize, Slot)> = Vec::new();
-        let now_movable = victims.iter().copied().filter(|&v| {
-            v != job
-                && !self.growing(v)
-                && self.is_running(v)
-                && self.running(v).iter().all(|p| !moved.contains(p))
-        });
+        let now_movable = victims
+            .iter()
+            .copied()
+            .filter(|&v| v != job && !self.growing(v) && self.is_running(v));
         for v in now_movable.take(MAX_VICTIM_JOBS).collect::<Vec<_>>() {
             for p in self.running(v) {
                 if let Some(slot) = self.take_slot(p) {
@@ -114,9 +104,10 @@ impl Context<'_> {
                                 to_node: self.snapshot.nodes[to.node].name.clone(),
                             },
                         });
-                        moved.insert(p);
+                        self.move_to(p, to);
+                    } else {
+                        self.put_slot(p, to);
                     }
-                    self.put_slot(p, to);
                 }
                 self.commit(job, leaf, slots, true);
                 return true;

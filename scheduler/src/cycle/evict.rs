@@ -31,6 +31,9 @@ pub(crate) struct Victim {
     pub pods: Vec<usize>,
     /// Why they are evicted; `None` for pods already terminating (nothing to evict).
     pub reason: Option<EvictReason>,
+    /// Whether the victim may only be moved, never evicted: reclaim may not take from its
+    /// queue, but moving it keeps the queue's allocation whole (KAI's consolidating reclaim).
+    pub must_move: bool,
 }
 
 /// Jobs that reclaim (or preempt) could not help, one per queue and placement constraints: a
@@ -100,6 +103,9 @@ impl FailedJobs {
 
 /// A victim released tentatively, with the slots its pods held.
 type Released = (Victim, Vec<(usize, Slot)>);
+
+/// A victim placed again elsewhere: the slots its pods left and the ones they took.
+type Moved = (Victim, Vec<(usize, Slot)>, Vec<(usize, Slot)>);
 
 impl Context<'_> {
     /// KAI's `IsWithinPreemptionDelay` (`input_jobs.go` leaves such jobs out of consolidation,
@@ -179,6 +185,7 @@ impl Context<'_> {
                 job: victim,
                 pods,
                 reason: Some(reason),
+                must_move: false,
             })
         };
         self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
@@ -262,20 +269,27 @@ impl Context<'_> {
             .collect()
     }
 
-    /// Whether some pod of a job runs (see [`Self::running`]).
+    /// Whether some pod of a job runs (see [`Self::running`]) and none was moved in this cycle:
+    /// whether it may be a victim.
     pub(crate) fn is_running(&self, job: usize) -> bool {
         let running = self.running_pods.any(job);
         debug_assert_eq!(
             running,
-            self.jobs[job].pods.iter().any(|&p| self.runs(p)),
+            self.jobs[job].pods.iter().any(|&p| self.runs(p))
+                && !self.jobs[job]
+                    .pods
+                    .iter()
+                    .any(|&p| self.running_pods.is_moved(p)),
             "the running count of job {job} is off"
         );
         running
     }
 
-    /// Whether a pod was bound before the cycle, still is, and is not being deleted.
+    /// Whether a pod was bound before the cycle, still is (not moved), and is not being deleted.
     fn runs(&self, p: usize) -> bool {
-        self.slots[p].is_some() && super::allocate::counts_as_running(self.snapshot, p)
+        self.slots[p].is_some()
+            && super::allocate::counts_as_running(self.snapshot, p)
+            && !self.running_pods.is_moved(p)
     }
 
     /// Whether a job got pods placed in this cycle: it is growing, so it is nobody's victim now
@@ -420,18 +434,41 @@ impl Context<'_> {
                 continue;
             };
             let (slots, needed) = self.keep_unneeded(job, leaf, pending, &plan, slots, released);
+            let (moved, needed) = self.move_victims(job, leaf, pending, needed);
+            // Only the victims evicted count as taken from their queues: the moved ones keep
+            // their allocation (KAI's `allowConsolidatingReclaim`, on by default).
             let victims: Vec<Victim> = needed.iter().map(|(v, _)| v.clone()).collect();
-            let valid = valid(self, &victims);
+            let valid = !victims.iter().any(|v| v.must_move) && valid(self, &victims);
             if !valid || self.dry_run.is_some() {
+                let all: Vec<Victim> = victims
+                    .into_iter()
+                    .chain(moved.iter().map(|(v, _, _)| v.clone()))
+                    .collect();
+                let back = self.unmove_victims(moved);
                 self.give_back(&slots);
-                for (v, freed) in needed.into_iter().rev() {
+                for (v, freed) in needed.into_iter().chain(back).rev() {
                     self.restore(&v, &freed);
                 }
                 if let (true, Some(dry)) = (valid, self.dry_run.as_mut()) {
-                    *dry = victims;
+                    *dry = all;
                     return true;
                 }
                 return false;
+            }
+            let for_job = &self.jobs[job].key;
+            for (_, from, to) in &moved {
+                for ((p, from), (_, to)) in from.iter().zip(to) {
+                    if to.node != from.node {
+                        self.decisions.push(Decision::Evict {
+                            pod: self.snapshot.pods[*p].key(),
+                            node: self.snapshot.nodes[from.node].name.clone(),
+                            reason: EvictReason::Consolidate {
+                                for_job: for_job.clone(),
+                                to_node: self.snapshot.nodes[to.node].name.clone(),
+                            },
+                        });
+                    }
+                }
             }
             for (v, freed) in needed {
                 let Some(why) = v.reason else { continue };
@@ -500,6 +537,147 @@ impl Context<'_> {
         }
         needed.extend(last);
         (slots, needed)
+    }
+
+    /// With the gang placed, places the needed victims again where they fit, job by job in job
+    /// order (KAI's by-pod solver runs its allocation over the preemptor and the victims' jobs:
+    /// `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`; ours places the
+    /// preemptor first). A job's pods go back together if they can; otherwise, one at a time in
+    /// pod order, as many as fit, so long as the job keeps its minimum (KAI's `AllocateJob`). A
+    /// pod placed again is moved, not evicted, and keeps its queue's allocation, so it must also
+    /// fit its queue's limits beside the placed gang (`job` of `leaf`, pods `pending`). Returns
+    /// the moved victims and the ones still to evict.
+    fn move_victims(
+        &mut self,
+        job: usize,
+        leaf: usize,
+        pending: &[usize],
+        mut needed: Vec<Released>,
+    ) -> (Vec<Moved>, Vec<Released>) {
+        // The victims to evict keep the order they were taken in.
+        let taken: Vec<usize> = needed.iter().flat_map(|(v, _)| v.pods.clone()).collect();
+        needed.sort_by_cached_key(|(v, _)| self.reverse_job_order_key(v.job));
+        let gang = request_of(self.snapshot, pending);
+        let preemptible = self.jobs[job].preemptible;
+        self.used.add(self.policy, leaf, gang, preemptible, 1);
+        let mut moved = Vec::new();
+        let mut evicted = Vec::new();
+        let mut rest = needed.into_iter().peekable();
+        while let Some(first) = rest.next() {
+            let v = first.0.job;
+            let mut units = vec![first];
+            while let Some(unit) = rest.next_if(|(u, _)| u.job == v) {
+                units.push(unit);
+            }
+            let (Some(_), Ok(vq)) = (&units[0].0.reason, &self.jobs[v].queue) else {
+                evicted.extend(units);
+                continue;
+            };
+            let vq = *vq;
+            // Every pod released of the job, with its slot and whether it may only move.
+            let mut pods: Vec<(usize, Slot, bool)> = units
+                .iter()
+                .flat_map(|(u, freed)| {
+                    freed
+                        .iter()
+                        .map(move |(p, slot)| (*p, slot.clone(), u.must_move))
+                })
+                .collect();
+            pods.sort_by_key(|&(p, _, _)| p);
+            let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
+            let to = self.place_again(v, vq, &all).or_else(|| {
+                if self.jobs[v].gang.is_some() {
+                    return None;
+                }
+                // One at a time: the job must keep its minimum with what still runs.
+                let mut placed = Vec::new();
+                for &p in &all {
+                    placed.extend(self.place_again(v, vq, &[p]));
+                }
+                let placed = placed.concat();
+                let keeps = self.running(v).len() + placed.len();
+                if placed.is_empty() || keeps < self.jobs[v].min_member as usize {
+                    self.give_back(&placed);
+                    let pods: Vec<usize> = placed.iter().map(|&(p, _)| p).collect();
+                    let request = request_of(self.snapshot, &pods);
+                    self.used
+                        .add(self.policy, vq, request, self.jobs[v].preemptible, -1);
+                    return None;
+                }
+                Some(placed)
+            });
+            let to = to.unwrap_or_default();
+            let reason = units[0].0.reason.clone();
+            let unit = |pods: &[(usize, Slot, bool)]| Victim {
+                job: v,
+                pods: pods.iter().map(|&(p, _, _)| p).collect(),
+                reason: reason.clone(),
+                must_move: pods.iter().any(|&(_, _, m)| m),
+            };
+            let slots = |pods: &[(usize, Slot, bool)]| -> Vec<(usize, Slot)> {
+                pods.iter().map(|(p, slot, _)| (*p, slot.clone())).collect()
+            };
+            let (gone, stay): (Vec<_>, Vec<_>) = pods
+                .into_iter()
+                .partition(|(p, _, _)| to.iter().any(|(q, _)| q == p));
+            if !stay.is_empty() {
+                evicted.push((unit(&stay), slots(&stay)));
+            }
+            if gone.is_empty() {
+                continue;
+            }
+            let mut to = to;
+            to.sort_by_key(|(p, _)| gone.iter().position(|(q, _, _)| q == p));
+            for ((p, from, _), (_, to)) in gone.iter().zip(&to) {
+                if to.node == from.node {
+                    self.put_slot(*p, to.clone());
+                } else {
+                    self.move_to(*p, to.clone());
+                }
+            }
+            // `place_again` has given the queue its allocation back.
+            moved.push((unit(&gone), slots(&gone), to));
+        }
+        self.used.add(self.policy, leaf, gang, preemptible, -1);
+        evicted.sort_by_key(|(v, _)| taken.iter().position(|p| v.pods.contains(p)));
+        (moved, evicted)
+    }
+
+    /// Places released pods of a job again, all or none, within its queue's limits; the slots
+    /// taken.
+    fn place_again(
+        &mut self,
+        job: usize,
+        queue: usize,
+        pods: &[usize],
+    ) -> Option<Vec<(usize, Slot)>> {
+        let request = request_of(self.snapshot, pods);
+        self.admission(job, queue, &request).ok()?;
+        let plan = Plan::for_job(self.policy, queue, &self.jobs[job], request.gpu > 0);
+        let to = try_place_gang(self.state, self.snapshot, pods, &plan)?;
+        // Placed now, they count towards the limits the next pod is checked against.
+        self.used
+            .add(self.policy, queue, request, self.jobs[job].preemptible, 1);
+        Some(to)
+    }
+
+    /// Undoes [`Self::move_victims`]: the moved victims are released again, as they were
+    /// before it.
+    fn unmove_victims(&mut self, moved: Vec<Moved>) -> Vec<Released> {
+        let mut back = Vec::with_capacity(moved.len());
+        for (v, freed, to) in moved.into_iter().rev() {
+            for (p, slot) in to.iter().rev() {
+                if self.running_pods.is_moved(*p) {
+                    self.unmove(*p);
+                } else {
+                    self.take_slot(*p);
+                }
+                self.state.release(slot, &self.snapshot.pods[*p]);
+            }
+            self.account(&v, -1);
+            back.push((v, freed));
+        }
+        back
     }
 
     /// Takes a victim's pods off their nodes (and its allocation off its queue); returns the
@@ -573,6 +751,7 @@ impl Context<'_> {
                 job: owner[p],
                 pods: vec![p],
                 reason: None,
+                must_move: false,
             })
         };
         self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)

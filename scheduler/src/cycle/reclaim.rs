@@ -244,6 +244,7 @@ impl Context<'_> {
                 job,
                 pods,
                 reason: Some(reason),
+                must_move: false,
             });
         };
         let preemptible = self.jobs[job].preemptible;

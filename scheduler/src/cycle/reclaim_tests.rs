@@ -221,3 +221,84 @@ const TWO_OPEN_TEAMS: &str = r#"
 queue "a" { gpu; namespaces "a" }
 queue "b" { gpu; namespaces "b" }
 "#;
+
+/// A victim that fits elsewhere is moved, not evicted (KAI's by-pod solver places the victims
+/// again after the preemptor), and a job moved once is nobody's victim for the rest of the cycle.
+///
+/// Two 2-GPU nodes, one GPU free on each. A (quota 0) runs v (n1, the newer) and w (n2); B and C
+/// (quota 2 each, B first by priority) each want one 2-GPU pod, not preemptible (so
+/// consolidation, which runs first, leaves them to reclaim). Quotas take all 4 GPUs: fair shares
+/// A 0, B 2, C 2; A holds 2, above its share; both reclaimers stay within their quotas.
+/// For b1, v goes first (newest): n1 is free, b1 takes it, and v fits again in n2's free GPU,
+/// so it moves there. For c1, v, moved, is no victim; w alone frees one GPU of n2, not two: c1
+/// waits and nothing is evicted. (Were v a victim again, v and w would both go for c1.)
+#[test]
+fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
+    let p = policy(
+        r#"
+        priority-class "prod" value=1000 preemptible=#false
+        queue "a" { gpu quota=0; namespaces "a" }
+        queue "b" priority=200 { gpu quota=2; namespaces "b" }
+        queue "c" { gpu quota=2; namespaces "c" }
+        "#,
+    );
+    let b1 = Pod {
+        priority_class: Some("prod".into()),
+        ..created(pod("b", "b1", 2), 10)
+    };
+    let c1 = Pod {
+        priority_class: Some("prod".into()),
+        ..created(pod("c", "c1", 2), 10)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 2), node("n2", 2)],
+        pods: vec![
+            running(created(pod("a", "w", 1), 0), "n2", 0),
+            running(created(pod("a", "v", 1), 1), "n1", 1),
+            b1,
+            c1,
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+    assert_eq!(fair, vec![0, 2000, 2000]);
+    let moves: Vec<(String, String, String)> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict {
+                pod,
+                node,
+                reason: EvictReason::Consolidate { for_job, to_node },
+            } if for_job == "b/b1" => Some((pod.clone(), node.clone(), to_node.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        vec![("a/v".into(), "n1".into(), "n2".into())],
+        "{:#?}",
+        r.decisions
+    );
+    let reclaimed: Vec<&Decision> = r
+        .decisions
+        .iter()
+        .filter(|d| {
+            matches!(
+                d,
+                Decision::Evict {
+                    reason: EvictReason::Reclaim { .. },
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert!(reclaimed.is_empty(), "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("b/b1".to_string(), "n1".to_string())]);
+    assert!(matches!(
+        pending_reason(&r, "c/c1"),
+        Reason::NoNodeFits { .. }
+    ));
+}
