@@ -30,7 +30,7 @@ use super::jobs::request_of;
 use super::kai::{
     OrderKey, Quantities, Share, Side, add, compare_keys, each, less_equal, quantities,
 };
-use crate::cluster::Time;
+use crate::cluster::{Amounts, Time};
 use crate::decision::EvictReason;
 
 /// Reclaim candidates by leaf queue, and every queue with a candidate in its subtree.
@@ -198,6 +198,7 @@ impl Context<'_> {
             return (false, candidates.protected_left_out);
         }
         let request = *request;
+        let need = request_of(self.snapshot, &pending);
         let for_job = self.jobs[job].key.clone();
         let by_queue = self.policy.queues[leaf].name.clone();
         let mut excluded: Vec<usize> = Vec::new();
@@ -229,8 +230,11 @@ impl Context<'_> {
             let (job, pods) = (head.job, head.pods.clone());
             let vq = *cx.jobs[job].queue.as_ref().ok()?;
             let (mine, theirs) = cx.leveled(leaf, vq);
-            if !cx.fits_reclaim_strategy(mine, theirs, &request) {
-                // What that side holds only shrinks as victims go: none of it can go now.
+            let must_move = !cx.fits_reclaim_strategy(mine, theirs, &request);
+            // What that side holds only shrinks as victims go: none of it can be evicted now.
+            // It may still be moved (KAI counts a moved victim as nothing taken), which helps
+            // only while the room free beside the victims that must move can hold the gang.
+            if must_move && !cx.may_move_for(&need, popped) {
                 excluded.push(theirs);
                 heads.forget(cx.policy, theirs);
                 continue;
@@ -244,7 +248,7 @@ impl Context<'_> {
                 job,
                 pods,
                 reason: Some(reason),
-                must_move: false,
+                must_move,
             });
         };
         let preemptible = self.jobs[job].preemptible;
@@ -256,6 +260,22 @@ impl Context<'_> {
             known.by_leaf.clear();
         }
         (done, candidates.protected_left_out)
+    }
+
+    /// Whether one more victim that may only be moved can help a gang asking `need`: moving
+    /// pods makes no room, so the room free now, less what the victims that must move already
+    /// popped will take again, must hold the gang.
+    fn may_move_for(&self, need: &Amounts, popped: &[Victim]) -> bool {
+        let mut room = self.state.free_total();
+        for v in popped.iter().filter(|v| v.must_move) {
+            let takes = request_of(self.snapshot, &v.pods);
+            for k in ResourceKind::ALL {
+                *room.get_mut(k) -= takes.get(k);
+            }
+        }
+        ResourceKind::ALL
+            .into_iter()
+            .all(|k| room.get(k) >= need.get(k))
     }
 
     /// KAI's `CanReclaimResources`: the reclaimer's queue with the job stays within its fair

@@ -302,3 +302,47 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
         Reason::NoNodeFits { .. }
     ));
 }
+
+/// A victim from a queue reclaim may not take from may still be moved (KAI's consolidating
+/// reclaim), but never evicted: when it fits nowhere else, nothing happens.
+///
+/// Two 4-GPU nodes. A (quota 2) runs v (2 GPUs, n1); B (quota 3) runs y (3 GPUs, n2); R (quota
+/// 3) wants one 3-GPU pod. Quotas 2 + 3 + 3 take all 8 GPUs: fair shares equal quotas, A and B
+/// each hold exactly theirs, so neither may lose anything to R. The 3 free GPUs (2 on n1, 1 on
+/// n2) could hold the gang, so a victim may be taken off to be moved: either frees a node the
+/// gang fits on, but then v (2 GPUs) or y (3) finds no room left elsewhere (1 GPU and 1 or 2).
+/// It cannot move, so it is not evicted either: r1 waits.
+#[test]
+fn a_victim_that_may_only_move_stays_when_it_fits_nowhere_else() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=2; namespaces "a" }
+        queue "b" { gpu quota=3; namespaces "b" }
+        queue "r" { gpu quota=3; namespaces "r" }
+        "#,
+    );
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4), node("n2", 4)],
+        pods: vec![
+            running(created(pod("a", "v", 2), 0), "n1", 0),
+            running(created(pod("b", "y", 3), 0), "n2", 0),
+            created(pod("r", "r1", 3), 10),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+    assert_eq!(fair, vec![2000, 3000, 3000]);
+    assert!(
+        !r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Evict { .. } | Decision::Nominate { .. })),
+        "{:#?}",
+        r.decisions
+    );
+    assert!(matches!(
+        pending_reason(&r, "r/r1"),
+        Reason::NoNodeFits { .. }
+    ));
+}
