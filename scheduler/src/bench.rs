@@ -247,9 +247,12 @@ pub struct Report {
     /// `reclaim` or `steady` for those scenarios.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario: Option<&'static str>,
-    /// Reclaim and steady: pods evicted.
+    /// Reclaim and steady: pods evicted (moves included).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evicted: Option<usize>,
+    /// Reclaim and steady: of the pods evicted, those moved to another node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved: Option<usize>,
     /// Reclaim and steady: pods nominated onto resources their victims release.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nominated: Option<usize>,
@@ -358,6 +361,7 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
         first_fit_ms: round3(median(&mut first_fit_times)),
         scenario: evicting.then_some(scenario.name()),
         evicted: evicting.then_some(counts.evicted),
+        moved: evicting.then_some(counts.moved),
         nominated: evicting.then_some(counts.nominated),
         first_fit_bound,
         cycle_range_ms: (
@@ -382,6 +386,8 @@ pub struct Counts {
     pub nominated: usize,
     /// `Evict`.
     pub evicted: usize,
+    /// `Evict` as a move to another node.
+    pub moved: usize,
     /// `Pending` (jobs).
     pub pending: usize,
 }
@@ -394,7 +400,12 @@ impl Counts {
             match d {
                 Decision::Bind { .. } => c.bound += 1,
                 Decision::Nominate { .. } => c.nominated += 1,
-                Decision::Evict { .. } => c.evicted += 1,
+                Decision::Evict { reason, .. } => {
+                    c.evicted += 1;
+                    if matches!(reason, crate::decision::EvictReason::Consolidate { .. }) {
+                        c.moved += 1;
+                    }
+                }
                 Decision::Pending { .. } => c.pending += 1,
             }
         }
@@ -467,7 +478,12 @@ fn human(r: &Report, shape: &Shape, scenario: Scenario) -> String {
         ),
     );
     if let (Some(e), Some(n)) = (r.evicted, r.nominated) {
-        row(&mut out, "evicted", format!("{e} pods"));
+        let moved = r.moved.unwrap_or(0);
+        row(
+            &mut out,
+            "evicted",
+            format!("{e} pods ({moved} of them moved to another node)"),
+        );
         row(
             &mut out,
             "nominated",
