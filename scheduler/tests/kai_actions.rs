@@ -482,6 +482,14 @@ fn snapshot(
                 .to_string(),
             ),
         ]);
+        // As KAI's `nodes_fake.BuildNode`: a node with a MIG strategy is a MIG node.
+        labels.insert(
+            "node-role.kubernetes.io/mig-enabled".to_string(),
+            n.mig_strategy.is_some().to_string(),
+        );
+        if let Some(strategy) = &n.mig_strategy {
+            labels.insert("nvidia.com/mig.strategy".to_string(), strategy.clone());
+        }
         labels.extend(n.labels.clone());
         let mixed_mig = n.mig_strategy.as_deref() == Some("mixed");
         nodes.push(Node {

@@ -17,6 +17,16 @@ use crate::cluster::{
 /// The node label KAI reads for a device's memory in MiB (GPU feature discovery sets it).
 pub const GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 
+/// The node label that says whether MIG is on (KAI's default `MIGWorkerNodeLabelKey`); without
+/// it, a node is a MIG node when it reports some `nvidia.com/mig-*` resource.
+pub const MIG_ENABLED_LABEL: &str = "node-role.kubernetes.io/mig-enabled";
+
+/// The node label with the MIG strategy (`single` or `mixed`; GPU feature discovery sets it).
+pub const MIG_STRATEGY_LABEL: &str = "nvidia.com/mig.strategy";
+
+/// The prefix of MIG instance resources (`nvidia.com/mig-1g.10gb`).
+const MIG_RESOURCE_PREFIX: &str = "nvidia.com/mig-";
+
 /// Why a node cannot take a pod whatever is free on it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Misfit {
@@ -30,6 +40,10 @@ pub enum Misfit {
     Selector,
     /// A `gpu-memory` pod, and the node's devices are smaller (or their size is not labelled).
     GpuMemory,
+    /// A MIG node with strategy `single`, and the pod asks for part of a GPU or a MIG instance.
+    MigSingle,
+    /// A MIG node with strategy `mixed`, and the pod asks for GPUs, not MIG instances.
+    MigMixed,
 }
 
 impl Misfit {
@@ -51,6 +65,14 @@ impl Misfit {
             }
             Misfit::GpuMemory => format!(
                 "{count} {have} no device with the pod's gpu-memory (label {GPU_MEMORY_LABEL})"
+            ),
+            Misfit::MigSingle => format!(
+                "{count} {have} MIG strategy single, which takes whole GPUs only (the pod asks \
+                 for a fraction, GPU memory or a MIG instance)"
+            ),
+            Misfit::MigMixed => format!(
+                "{count} {have} MIG strategy mixed, which takes MIG instances only (the pod \
+                 asks for GPUs)"
             ),
         }
     }
@@ -79,7 +101,34 @@ pub fn misfit(node: &Node, pod: &Pod) -> Option<Misfit> {
             return Some(Misfit::GpuMemory);
         }
     }
-    None
+    mig_misfit(node, pod)
+}
+
+/// KAI's `node_info.go: PredicateByNodeResourcesType` for MIG nodes (`IsMIGEnabled`,
+/// `GetMigStrategy`): on a node with strategy `single` only whole-GPU pods, on one with
+/// `mixed` only MIG-instance pods. A CPU-only pod goes anywhere, and a node is a MIG node only
+/// when its label says so or it reports MIG instances: a strategy label alone (GPU feature
+/// discovery sets it on every GPU node) changes nothing.
+fn mig_misfit(node: &Node, pod: &Pod) -> Option<Misfit> {
+    let is_mig = |name: &String, amount: &i64| name.starts_with(MIG_RESOURCE_PREFIX) && *amount > 0;
+    let wants_mig = pod.extended.iter().any(|(n, a)| is_mig(n, a));
+    if pod.request.gpu == 0 && pod.gpu_memory.is_none() && !wants_mig {
+        return None;
+    }
+    let mig_node = match node.labels.get(MIG_ENABLED_LABEL) {
+        // Go's `strconv.ParseBool`; anything else is not true.
+        Some(v) => matches!(v.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"),
+        None => node.extended.iter().any(|(n, a)| is_mig(n, a)),
+    };
+    if !mig_node {
+        return None;
+    }
+    let whole_gpus = !pod.fractional && pod.gpu_memory.is_none() && !wants_mig;
+    match node.labels.get(MIG_STRATEGY_LABEL).map(String::as_str) {
+        Some("single") if !whole_gpus => Some(Misfit::MigSingle),
+        Some("mixed") if !wants_mig => Some(Misfit::MigMixed),
+        _ => None,
+    }
 }
 
 fn taint_text(t: &Taint) -> String {
@@ -233,6 +282,84 @@ mod tests {
             &req("c", Operator::Lt, &["1", "2"]),
             Some("0")
         ));
+    }
+
+    /// Labels as GPU feature discovery and KAI set them on real nodes.
+    fn gpu_node(labels: &[(&str, &str)], extended: &[(&str, i64)]) -> Node {
+        Node {
+            name: "n".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            extended: extended.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn a_mig_node_takes_only_the_pods_its_strategy_allows() {
+        let whole = Pod {
+            request: crate::cluster::Amounts {
+                gpu: 1000,
+                ..Default::default()
+            },
+            ..Pod::default()
+        };
+        let fraction = Pod {
+            request: crate::cluster::Amounts {
+                gpu: 500,
+                ..Default::default()
+            },
+            fractional: true,
+            ..Pod::default()
+        };
+        let mig = Pod {
+            extended: [("nvidia.com/mig-1g.10gb".to_string(), 1)].into(),
+            ..Pod::default()
+        };
+        let cpu_only = Pod::default();
+        // GPU feature discovery labels every GPU node with a strategy; without MIG it is no
+        // MIG node and takes anything.
+        let plain = gpu_node(
+            &[
+                ("nvidia.com/mig.strategy", "single"),
+                ("nvidia.com/mig.capable", "false"),
+            ],
+            &[],
+        );
+        for pod in [&whole, &fraction, &mig, &cpu_only] {
+            assert_eq!(mig_misfit(&plain, pod), None);
+        }
+        let single = gpu_node(
+            &[
+                (MIG_ENABLED_LABEL, "true"),
+                ("nvidia.com/mig.strategy", "single"),
+            ],
+            &[],
+        );
+        assert_eq!(mig_misfit(&single, &whole), None);
+        assert_eq!(mig_misfit(&single, &cpu_only), None);
+        assert_eq!(mig_misfit(&single, &fraction), Some(Misfit::MigSingle));
+        assert_eq!(mig_misfit(&single, &mig), Some(Misfit::MigSingle));
+        // Without the enabled label, MIG instances on the node make it a MIG node.
+        let mixed = gpu_node(
+            &[("nvidia.com/mig.strategy", "mixed")],
+            &[("nvidia.com/mig-1g.10gb", 7)],
+        );
+        assert_eq!(mig_misfit(&mixed, &mig), None);
+        assert_eq!(mig_misfit(&mixed, &cpu_only), None);
+        assert_eq!(mig_misfit(&mixed, &whole), Some(Misfit::MigMixed));
+        assert_eq!(mig_misfit(&mixed, &fraction), Some(Misfit::MigMixed));
+        // The label wins over the resources, and only Go's true spellings are true.
+        let off = gpu_node(
+            &[
+                (MIG_ENABLED_LABEL, "yes"),
+                ("nvidia.com/mig.strategy", "mixed"),
+            ],
+            &[("nvidia.com/mig-1g.10gb", 7)],
+        );
+        assert_eq!(mig_misfit(&off, &whole), None);
     }
 
     #[test]
