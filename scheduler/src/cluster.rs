@@ -175,6 +175,25 @@ impl Constraints {
     }
 }
 
+/// GPUs (thousandths) that MIG instances among `resources` count as in queues' quotas and fair
+/// shares: each `nvidia.com/mig-<g>g.<m>gb` instance as `g` GPUs, its compute slices (KAI's
+/// `GetGpusQuota` with `ExtractGpuAndMemoryFromMigResourceName`). Other names count nothing.
+pub fn mig_gpus(resources: &BTreeMap<String, i64>) -> i64 {
+    resources
+        .iter()
+        .filter_map(|(name, &count)| {
+            let profile = name.strip_prefix("nvidia.com/mig-")?;
+            let (slices, memory) = profile.split_once("g.")?;
+            let memory = memory.strip_suffix("gb")?;
+            let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+            if !digits(slices) || !digits(memory) {
+                return None;
+            }
+            Some(slices.parse::<i64>().ok()?.saturating_mul(count.max(0)) * 1000)
+        })
+        .sum()
+}
+
 impl Node {
     /// Number of whole GPU devices.
     pub fn gpu_devices(&self) -> usize {
@@ -353,4 +372,27 @@ pub struct Snapshot {
     /// takes its value from here, as KAI takes every class's (`cluster_info.go:
     /// getPodGroupPriority`).
     pub priority_classes: BTreeMap<String, i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mig_instance_counts_as_its_compute_slices_in_gpus() {
+        let resources: BTreeMap<String, i64> = [
+            ("nvidia.com/mig-1g.10gb", 2),
+            ("nvidia.com/mig-3g.40gb", 1),
+            ("nvidia.com/mig-7g.80gb", 1),
+            // Not KAI's `<g>g.<m>gb` pattern, or not MIG at all: nothing.
+            ("nvidia.com/mig-1c.3g.40gb", 4),
+            ("nvidia.com/mig-g.10gb", 1),
+            ("nvidia.com/gpu", 8),
+            ("rdma/ib", 1),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(mig_gpus(&resources), (2 + 3 + 7) * 1000);
+    }
 }

@@ -5,7 +5,7 @@
 use kai_policy_compiler::model::Strategy;
 
 use super::allocate::{Context, Unplaced};
-use super::jobs::request_of;
+use super::jobs::{request_of, room_of};
 use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 use crate::decision::{Decision, EvictReason};
@@ -71,7 +71,8 @@ impl Context<'_> {
         }
         // Moving pods creates no room: when the cluster's free total cannot hold the gang, skip.
         let free = self.state.free_total();
-        if free.gpu < request.gpu || free.cpu < request.cpu || free.memory < request.memory {
+        let room = room_of(self.snapshot, &pending);
+        if free.gpu < room.gpu || free.cpu < room.cpu || free.memory < room.memory {
             return false;
         }
         // Each victim is added to the moved set in turn until the gang fits and every moved

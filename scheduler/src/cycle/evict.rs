@@ -8,7 +8,7 @@ use std::cmp::{Ordering, Reverse};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
-use super::jobs::request_of;
+use super::jobs::{request_of, room_of};
 use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 use crate::cluster::Time;
@@ -517,9 +517,10 @@ impl Context<'_> {
             self.give_back(&slots);
             // Not worth trying when the free room left in the whole cluster is too small.
             let room = self.state.free_total();
+            let needs = room_of(self.snapshot, pending);
             let may_fit = ResourceKind::ALL
                 .into_iter()
-                .all(|k| room.get(k) >= request.get(k));
+                .all(|k| room.get(k) >= needs.get(k));
             let fewer = (may_fit && self.admission(job, leaf, &request).is_ok())
                 .then(|| try_place_gang(self.state, self.snapshot, pending, plan))
                 .flatten();

@@ -297,15 +297,33 @@ fn closest(policy: &Policy, name: &str) -> Option<String> {
     kai_policy_compiler::check::did_you_mean(name, leaves).map(str::to_string)
 }
 
-/// Sum of requests of some pods.
+/// Sum of requests of some pods as queues count them: GPU includes MIG instances
+/// ([`crate::cluster::mig_gpus`]). What they take from nodes' devices is [`room_of`].
 pub fn request_of(snapshot: &Snapshot, pods: &[usize]) -> Amounts {
     sum_requests(snapshot, pods.iter().copied())
 }
 
-/// Sum of requests of the pods an iterator yields (no vector needed on hot paths).
+/// [`request_of`] over an iterator (no vector needed on hot paths).
 pub fn sum_requests(snapshot: &Snapshot, pods: impl Iterator<Item = usize>) -> Amounts {
     let mut total = Amounts::default();
     for p in pods {
+        let pod = &snapshot.pods[p];
+        let r = &pod.request;
+        total.gpu += r.gpu;
+        if !pod.extended.is_empty() {
+            total.gpu += crate::cluster::mig_gpus(&pod.extended);
+        }
+        total.cpu += r.cpu;
+        total.memory += r.memory;
+    }
+    total
+}
+
+/// What some pods take of nodes' CPU, memory and GPU devices (MIG instances are other
+/// resources there): compare it with free room, not with quotas.
+pub fn room_of(snapshot: &Snapshot, pods: &[usize]) -> Amounts {
+    let mut total = Amounts::default();
+    for &p in pods {
         let r = &snapshot.pods[p].request;
         total.gpu += r.gpu;
         total.cpu += r.cpu;

@@ -313,13 +313,14 @@ fn capacity(snapshot: &Snapshot) -> Amounts {
         .filter(|n| !n.unschedulable && !n.not_ready)
     {
         usable.insert(n.name.as_str());
-        total.gpu += n.allocatable.gpu;
+        // MIG instances count as GPUs in fair shares (KAI's `QuantifyVector`: `TotalGPUs`).
+        total.gpu += n.allocatable.gpu + crate::cluster::mig_gpus(&n.extended);
         total.cpu += n.allocatable.cpu;
         total.memory += n.allocatable.memory;
     }
     for p in snapshot.pods.iter().filter(|p| p.foreign) {
         if p.node.as_deref().is_some_and(|n| usable.contains(n)) {
-            total.gpu -= p.request.gpu;
+            total.gpu -= p.request.gpu + crate::cluster::mig_gpus(&p.extended);
             total.cpu -= p.request.cpu;
             total.memory -= p.request.memory;
         }

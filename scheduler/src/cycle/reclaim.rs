@@ -26,7 +26,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
 use super::evict::Victim;
-use super::jobs::request_of;
+use super::jobs::{request_of, room_of};
 use super::kai::{
     OrderKey, Quantities, Share, Side, add, compare_keys, each, less_equal, quantities,
 };
@@ -198,7 +198,7 @@ impl Context<'_> {
             return (false, candidates.protected_left_out);
         }
         let request = *request;
-        let need = request_of(self.snapshot, &pending);
+        let need = room_of(self.snapshot, &pending);
         let for_job = self.jobs[job].key.clone();
         let by_queue = self.policy.queues[leaf].name.clone();
         let mut excluded: Vec<usize> = Vec::new();
@@ -268,7 +268,7 @@ impl Context<'_> {
     fn may_move_for(&self, need: &Amounts, popped: &[Victim]) -> bool {
         let mut room = self.state.free_total();
         for v in popped.iter().filter(|v| v.must_move) {
-            let takes = request_of(self.snapshot, &v.pods);
+            let takes = room_of(self.snapshot, &v.pods);
             for k in ResourceKind::ALL {
                 *room.get_mut(k) -= takes.get(k);
             }
