@@ -215,6 +215,20 @@ fn check_invariants(
         evicted.is_disjoint(&bound),
         "a pod evicted and rebound in one cycle"
     );
+    // One decision per pod: a pod moved or evicted once is nobody's victim again in the cycle.
+    let mut decided: HashSet<&str> = HashSet::new();
+    for d in &r.decisions {
+        if let Decision::Bind { pod, .. }
+        | Decision::Nominate { pod, .. }
+        | Decision::Evict { pod, .. } = d
+        {
+            prop_assert!(
+                decided.insert(pod),
+                "{pod} decided twice in one cycle: {:?}",
+                r.decisions
+            );
+        }
+    }
 
     // No node over capacity, counting nominated pods where they will go: resources and devices.
     for node in &before.nodes {
