@@ -209,9 +209,17 @@ impl Context<'_> {
         // What the victims popped so far free, per queue (a parent counts its subtree).
         let mut released = vec![Quantities::default(); self.policy.queues.len()];
         let mut seen = 0;
+        // What the victims popped that must move will take again somewhere.
+        let mut moving = Amounts::default();
         let mut next = |cx: &Self, popped: &[Victim]| loop {
             // Only the subtrees victims were just taken from rank differently.
             for v in &popped[seen..] {
+                if v.must_move {
+                    let takes = room_of(cx.snapshot, &v.pods);
+                    for k in ResourceKind::ALL {
+                        *moving.get_mut(k) += takes.get(k);
+                    }
+                }
                 if let Ok(q) = cx.jobs[v.job].queue {
                     heads.forget(cx.policy, q);
                     heads.touched[q] = true;
@@ -234,7 +242,7 @@ impl Context<'_> {
             // What that side holds only shrinks as victims go: none of it can be evicted now.
             // It may still be moved (KAI counts a moved victim as nothing taken), which helps
             // only while the room free beside the victims that must move can hold the gang.
-            if must_move && !cx.may_move_for(&need, popped) {
+            if must_move && !cx.may_move_for(&need, &moving) {
                 excluded.push(theirs);
                 heads.forget(cx.policy, theirs);
                 continue;
@@ -264,18 +272,12 @@ impl Context<'_> {
 
     /// Whether one more victim that may only be moved can help a gang asking `need`: moving
     /// pods makes no room, so the room free now, less what the victims that must move already
-    /// popped will take again, must hold the gang.
-    fn may_move_for(&self, need: &Amounts, popped: &[Victim]) -> bool {
-        let mut room = self.state.free_total();
-        for v in popped.iter().filter(|v| v.must_move) {
-            let takes = room_of(self.snapshot, &v.pods);
-            for k in ResourceKind::ALL {
-                *room.get_mut(k) -= takes.get(k);
-            }
-        }
+    /// popped will take again (`moving`), must hold the gang.
+    fn may_move_for(&self, need: &Amounts, moving: &Amounts) -> bool {
+        let room = self.state.free_total();
         ResourceKind::ALL
             .into_iter()
-            .all(|k| room.get(k) >= need.get(k))
+            .all(|k| room.get(k) - moving.get(k) >= *need.get(k))
     }
 
     /// KAI's `CanReclaimResources`: the reclaimer's queue with the job stays within its fair
