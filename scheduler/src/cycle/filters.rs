@@ -101,32 +101,55 @@ pub fn misfit(node: &Node, pod: &Pod) -> Option<Misfit> {
             return Some(Misfit::GpuMemory);
         }
     }
-    mig_misfit(node, pod)
+    None
 }
 
-/// KAI's `node_info.go: PredicateByNodeResourcesType` for MIG nodes (`IsMIGEnabled`,
-/// `GetMigStrategy`): on a node with strategy `single` only whole-GPU pods, on one with
-/// `mixed` only MIG-instance pods. A CPU-only pod goes anywhere, and a node is a MIG node only
-/// when its label says so or it reports MIG instances: a strategy label alone (GPU feature
-/// discovery sets it on every GPU node) changes nothing.
-fn mig_misfit(node: &Node, pod: &Pod) -> Option<Misfit> {
-    let is_mig = |name: &String, amount: &i64| name.starts_with(MIG_RESOURCE_PREFIX) && *amount > 0;
-    let wants_mig = pod.extended.iter().any(|(n, a)| is_mig(n, a));
-    if pod.request.gpu == 0 && pod.gpu_memory.is_none() && !wants_mig {
-        return None;
-    }
+/// What a node's MIG set-up lets onto it (KAI's `IsMIGEnabled` with `GetMigStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mig {
+    /// Not a MIG node, or no strategy KAI knows: no MIG rule.
+    Off,
+    /// Strategy `single`: whole GPUs only.
+    Single,
+    /// Strategy `mixed`: MIG instances only.
+    Mixed,
+}
+
+fn is_mig(name: &str, amount: i64) -> bool {
+    name.starts_with(MIG_RESOURCE_PREFIX) && amount > 0
+}
+
+/// A node's [`Mig`]: a MIG node is one whose `node-role.kubernetes.io/mig-enabled` label is
+/// true, or, without the label, one that reports some MIG instance; only then does its
+/// `nvidia.com/mig.strategy` label count (GPU feature discovery writes one on every GPU node).
+pub fn mig(node: &Node) -> Mig {
     let mig_node = match node.labels.get(MIG_ENABLED_LABEL) {
         // Go's `strconv.ParseBool`; anything else is not true.
         Some(v) => matches!(v.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"),
-        None => node.extended.iter().any(|(n, a)| is_mig(n, a)),
+        None => node.extended.iter().any(|(n, &a)| is_mig(n, a)),
     };
-    if !mig_node {
+    match node.labels.get(MIG_STRATEGY_LABEL).map(String::as_str) {
+        Some("single") if mig_node => Mig::Single,
+        Some("mixed") if mig_node => Mig::Mixed,
+        _ => Mig::Off,
+    }
+}
+
+/// KAI's `node_info.go: PredicateByNodeResourcesType` for MIG nodes: on a node with strategy
+/// `single` only pods asking for whole GPUs, on one with `mixed` only pods asking for MIG
+/// instances; a CPU-only pod goes anywhere.
+pub fn mig_misfit(mig: Mig, pod: &Pod) -> Option<Misfit> {
+    if mig == Mig::Off {
+        return None;
+    }
+    let wants_mig = pod.extended.iter().any(|(n, &a)| is_mig(n, a));
+    if pod.request.gpu == 0 && pod.gpu_memory.is_none() && !wants_mig {
         return None;
     }
     let whole_gpus = !pod.fractional && pod.gpu_memory.is_none() && !wants_mig;
-    match node.labels.get(MIG_STRATEGY_LABEL).map(String::as_str) {
-        Some("single") if !whole_gpus => Some(Misfit::MigSingle),
-        Some("mixed") if !wants_mig => Some(Misfit::MigMixed),
+    match mig {
+        Mig::Single if !whole_gpus => Some(Misfit::MigSingle),
+        Mig::Mixed if !wants_mig => Some(Misfit::MigMixed),
         _ => None,
     }
 }
@@ -314,7 +337,7 @@ mod tests {
             fractional: true,
             ..Pod::default()
         };
-        let mig = Pod {
+        let instance = Pod {
             extended: [("nvidia.com/mig-1g.10gb".to_string(), 1)].into(),
             ..Pod::default()
         };
@@ -328,8 +351,8 @@ mod tests {
             ],
             &[],
         );
-        for pod in [&whole, &fraction, &mig, &cpu_only] {
-            assert_eq!(mig_misfit(&plain, pod), None);
+        for pod in [&whole, &fraction, &instance, &cpu_only] {
+            assert_eq!(mig_misfit(mig(&plain), pod), None);
         }
         let single = gpu_node(
             &[
@@ -338,19 +361,19 @@ mod tests {
             ],
             &[],
         );
-        assert_eq!(mig_misfit(&single, &whole), None);
-        assert_eq!(mig_misfit(&single, &cpu_only), None);
-        assert_eq!(mig_misfit(&single, &fraction), Some(Misfit::MigSingle));
-        assert_eq!(mig_misfit(&single, &mig), Some(Misfit::MigSingle));
+        assert_eq!(mig_misfit(mig(&single), &whole), None);
+        assert_eq!(mig_misfit(mig(&single), &cpu_only), None);
+        assert_eq!(mig_misfit(mig(&single), &fraction), Some(Misfit::MigSingle));
+        assert_eq!(mig_misfit(mig(&single), &instance), Some(Misfit::MigSingle));
         // Without the enabled label, MIG instances on the node make it a MIG node.
         let mixed = gpu_node(
             &[("nvidia.com/mig.strategy", "mixed")],
             &[("nvidia.com/mig-1g.10gb", 7)],
         );
-        assert_eq!(mig_misfit(&mixed, &mig), None);
-        assert_eq!(mig_misfit(&mixed, &cpu_only), None);
-        assert_eq!(mig_misfit(&mixed, &whole), Some(Misfit::MigMixed));
-        assert_eq!(mig_misfit(&mixed, &fraction), Some(Misfit::MigMixed));
+        assert_eq!(mig_misfit(mig(&mixed), &instance), None);
+        assert_eq!(mig_misfit(mig(&mixed), &cpu_only), None);
+        assert_eq!(mig_misfit(mig(&mixed), &whole), Some(Misfit::MigMixed));
+        assert_eq!(mig_misfit(mig(&mixed), &fraction), Some(Misfit::MigMixed));
         // The label wins over the resources, and only Go's true spellings are true.
         let off = gpu_node(
             &[
@@ -359,7 +382,7 @@ mod tests {
             ],
             &[("nvidia.com/mig-1g.10gb", 7)],
         );
-        assert_eq!(mig_misfit(&off, &whole), None);
+        assert_eq!(mig_misfit(mig(&off), &whole), None);
     }
 
     #[test]

@@ -435,7 +435,7 @@ fn no_fit(state: &ClusterState, pod: &Pod) -> Reason {
     let mut found: BTreeMap<Found, (u32, i64)> = BTreeMap::new();
     let (mut admitted, mut any_holds) = (0usize, false);
     for n in 0..state.len() {
-        let what = match filters::misfit(state.node(n), pod) {
+        let what = match state.misfit(n, pod) {
             Some(m) => Found::Misfit(m),
             None => {
                 admitted += 1;
@@ -562,7 +562,7 @@ fn holds_when_empty(state: &ClusterState, n: usize, pod: &Pod) -> bool {
 /// such node has.
 fn larger_than_any(state: &ClusterState, pod: &Pod) -> Option<Reason> {
     let admitted: Vec<usize> = (0..state.len())
-        .filter(|&n| filters::misfit(state.node(n), pod).is_none())
+        .filter(|&n| state.misfit(n, pod).is_none())
         .collect();
     for kind in ResourceKind::ALL {
         let largest = admitted

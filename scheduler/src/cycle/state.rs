@@ -57,6 +57,8 @@ pub struct ClusterState<'s> {
     nodes: Vec<NodeFree>,
     /// The nodes themselves: the filters read their labels, taints and conditions.
     meta: &'s [Node],
+    /// Each node's MIG rule, read once from its labels and resources.
+    mig: Vec<filters::Mig>,
     /// Pods per node, kept only when some pod has inter-pod (anti-)affinity terms.
     residents: Option<Vec<Vec<Resident>>>,
     soft_taints: bool,
@@ -108,6 +110,7 @@ impl<'s> ClusterState<'s> {
                     .any(|t| t.effect == crate::cluster::TaintEffect::PreferNoSchedule)
             }),
             meta: &snapshot.nodes,
+            mig: snapshot.nodes.iter().map(filters::mig).collect(),
             nodes,
             by_gpu: BTreeSet::new(),
             by_cpu: BTreeSet::new(),
@@ -267,7 +270,13 @@ impl<'s> ClusterState<'s> {
 
     /// Whether a pod passes every filter that does not depend on what is free on the node.
     pub fn admits(&self, node: usize, pod: &Pod) -> bool {
-        filters::misfit(&self.meta[node], pod).is_none()
+        self.misfit(node, pod).is_none()
+    }
+
+    /// The first filter a node fails for a pod whatever is free on it ([`filters::misfit`],
+    /// then the node's MIG rule).
+    pub fn misfit(&self, node: usize, pod: &Pod) -> Option<filters::Misfit> {
+        filters::misfit(&self.meta[node], pod).or_else(|| filters::mig_misfit(self.mig[node], pod))
     }
 
     /// Takes (`sign = -1`) or gives back (`sign = 1`) what a pod holds.
