@@ -6,9 +6,13 @@ use kai_policy_compiler::model::Strategy;
 
 use super::allocate::{Context, Unplaced};
 use super::jobs::{request_of, room_of};
+use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 use crate::decision::{Decision, EvictReason};
+
+/// A pod taken off its node to be moved: the pod, the slot it held, its job.
+type Taken = (usize, Slot, usize);
 
 /// The most victim jobs one consolidation attempt tries to move (KAI: 16).
 pub const MAX_VICTIM_JOBS: usize = 16;
@@ -78,71 +82,145 @@ impl Context<'_> {
         // Each victim is added to the moved set in turn until the gang fits and every moved
         // pod fits again elsewhere (KAI's job solver with `allPodsReallocated`). A job that grew
         // or whose pods moved in this cycle is no victim now (`is_running` says no).
-        let mut released: Vec<(usize, Slot)> = Vec::new();
+        let mut released: Vec<Taken> = Vec::new();
         let now_movable = victims
             .iter()
             .copied()
             .filter(|&v| v != job && !self.growing(v) && self.is_running(v));
+        // KAI's solver places the preemptor and the moved jobs in job order
+        // (`TryToVirtuallyAllocatePreemptorAndGetVictims`): a moved job ahead of the preemptor
+        // goes back first, the others after it. A gang taken whole is below its minimum, as the
+        // preemptor is, so it is ahead when its priority is higher, or as high and it is older;
+        // KAI takes a plain elastic job's pods above its minimum one at a time, so that one
+        // stays at its minimum and is ahead only with a higher priority.
+        let preemptor = self.reverse_job_order_key(job);
+        let mut ahead: Vec<bool> = Vec::new();
         for v in now_movable.take(MAX_VICTIM_JOBS).collect::<Vec<_>>() {
+            let elastic = self.is_elastic(v) && self.jobs[v].gang.is_none();
             for p in self.running(v) {
                 if let Some(slot) = self.take_slot(p) {
                     self.state.release(&slot, &self.snapshot.pods[p]);
-                    released.push((p, slot));
+                    released.push((p, slot, v));
                 }
             }
-            let Some(slots) = try_place_gang(self.state, self.snapshot, &pending, &plan) else {
+            let first = match self.jobs[v].queue {
+                // Across queues, the queue order where their paths split decides.
+                Ok(vq) if vq != leaf => {
+                    let (mine, theirs) = self.leveled(leaf, vq);
+                    let side = |queue: usize, pods: &[usize]| Side {
+                        queue,
+                        job: quantities(&request_of(self.snapshot, pods)),
+                        victims: Quantities::default(),
+                    };
+                    let moved: Vec<usize> = released
+                        .iter()
+                        .filter(|&&(_, _, u)| u == v)
+                        .map(|&(p, _, _)| p)
+                        .collect();
+                    compare_keys(
+                        &self.order_key(&side(theirs, &moved)),
+                        &self.order_key(&side(mine, &pending)),
+                    ) == std::cmp::Ordering::Less
+                }
+                _ if elastic => self.jobs[v].priority > self.jobs[job].priority,
+                _ => self.reverse_job_order_key(v) < preemptor,
+            };
+            ahead.resize(released.len(), first);
+            let part = |before: bool| -> Vec<Taken> {
+                released
+                    .iter()
+                    .zip(&ahead)
+                    .filter(|&(_, &a)| a == before)
+                    .map(|(r, _)| r.clone())
+                    .collect()
+            };
+            let (early, late) = (part(true), part(false));
+            let Some(early_to) = self.replace_all(&early, plan.strategy) else {
                 continue;
             };
-            if let Some(to) = self.replace_all(&released, plan.strategy) {
-                let for_job = self.jobs[job].key.clone();
-                for ((p, from), to) in released.into_iter().zip(to) {
-                    if to.node != from.node {
-                        self.decisions.push(Decision::Evict {
-                            pod: self.snapshot.pods[p].key(),
-                            node: self.snapshot.nodes[from.node].name.clone(),
-                            reason: EvictReason::Consolidate {
-                                for_job: for_job.clone(),
-                                to_node: self.snapshot.nodes[to.node].name.clone(),
-                            },
-                        });
-                        self.move_to(p, to);
-                    } else {
-                        self.put_slot(p, to);
-                    }
+            let Some(slots) = try_place_gang(self.state, self.snapshot, &pending, &plan) else {
+                self.unplace(&early, &early_to);
+                continue;
+            };
+            let Some(late_to) = self.replace_all(&late, plan.strategy) else {
+                self.give_back(&slots);
+                self.unplace(&early, &early_to);
+                continue;
+            };
+            let for_job = self.jobs[job].key.clone();
+            let moves = early
+                .into_iter()
+                .zip(early_to)
+                .chain(late.into_iter().zip(late_to));
+            for ((p, from, _), to) in moves {
+                if to.node != from.node {
+                    self.decisions.push(Decision::Evict {
+                        pod: self.snapshot.pods[p].key(),
+                        node: self.snapshot.nodes[from.node].name.clone(),
+                        reason: EvictReason::Consolidate {
+                            for_job: for_job.clone(),
+                            to_node: self.snapshot.nodes[to.node].name.clone(),
+                        },
+                    });
+                    self.move_to(p, to);
+                } else {
+                    self.put_slot(p, to);
                 }
-                self.commit(job, leaf, slots, true);
-                return true;
             }
-            self.give_back(&slots);
+            self.commit(job, leaf, slots, true);
+            return true;
         }
-        for (p, slot) in released.into_iter().rev() {
+        for (p, slot, _) in released.into_iter().rev() {
             self.state.take(&slot, &self.snapshot.pods[p]);
             self.put_slot(p, slot);
         }
         false
     }
 
-    /// Places every released pod again, largest first, where the filters and the strategy
-    /// allow (its own node included: a pod that lands where it was does not move). Returns the
-    /// new slots in `released`'s order, or puts everything back and returns `None`.
-    fn replace_all(&mut self, released: &[(usize, Slot)], strategy: Strategy) -> Option<Vec<Slot>> {
+    /// Gives back the room [`Self::replace_all`] took for `released` (slots `to`).
+    fn unplace(&mut self, released: &[Taken], to: &[Slot]) {
+        for ((p, _, _), slot) in released.iter().zip(to) {
+            self.state.release(slot, &self.snapshot.pods[*p]);
+        }
+    }
+
+    /// Places every released pod again, job by job in job order and each job's pods oldest
+    /// first (KAI's `AllocateJob` per job, its task order), where the filters and the strategy
+    /// allow; among nodes the strategy ranks equal, its own node first (a pod that lands where
+    /// it was does not move).
+    /// Returns the new slots in `released`'s order, or puts everything back and returns `None`.
+    fn replace_all(&mut self, released: &[Taken], strategy: Strategy) -> Option<Vec<Slot>> {
         let mut order: Vec<usize> = (0..released.len()).collect();
-        order.sort_by_key(|&i| {
-            let pod = &self.snapshot.pods[released[i].0];
+        order.sort_by_cached_key(|&i| {
+            let (p, _, v) = released[i];
             (
-                std::cmp::Reverse(pod.request.gpu),
-                std::cmp::Reverse(pod.request.cpu),
-                i,
+                self.reverse_job_order_key(v),
+                self.snapshot.pods[p].created,
+                p,
             )
         });
         let mut to: Vec<Option<Slot>> = vec![None; released.len()];
         for &i in &order {
-            let pod = &self.snapshot.pods[released[i].0];
-            let slot = self.state.candidates(pod, strategy).find_map(|m| {
+            let (p, ref from, _) = released[i];
+            let pod = &self.snapshot.pods[p];
+            let on = |m: usize| {
                 self.state
                     .devices_on_candidate(m, pod, strategy)
                     .map(|devices| Slot { node: m, devices })
-            });
+            };
+            let slot = self
+                .state
+                .candidates(pod, strategy)
+                .find_map(on)
+                .map(|best| {
+                    let own = from.node;
+                    let tie = own != best.node
+                        && self.state.schedulable(own)
+                        && self.state.admits(own, pod)
+                        && self.state.strategy_key(own, pod)
+                            == self.state.strategy_key(best.node, pod);
+                    tie.then(|| on(own)).flatten().unwrap_or(best)
+                });
             match slot {
                 Some(slot) => {
                     self.state.take(&slot, pod);
