@@ -41,20 +41,48 @@ pub(crate) struct Victim {
 /// `MinimalJobRepresentatives.IsEasierToSchedule`: fewer pods, or pods no larger, one smaller).
 #[derive(Debug, Default)]
 pub(crate) struct FailedJobs {
-    by_signature: std::collections::HashMap<(usize, String), Vec<crate::cluster::Amounts>>,
+    by_signature: std::collections::HashMap<(usize, String), Vec<Size>>,
+}
+
+/// What one pod asks for, as KAI's resource vectors compare it: CPU, memory, GPU and every
+/// other resource (MIG instances among them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Size {
+    request: crate::cluster::Amounts,
+    extended: std::collections::BTreeMap<String, i64>,
+}
+
+impl Size {
+    /// KAI's `ResourceVector.LessEqual`: no more of anything (a resource missing is none).
+    fn less_equal(&self, other: &Size) -> bool {
+        let (a, b) = (&self.request, &other.request);
+        a.gpu <= b.gpu
+            && a.cpu <= b.cpu
+            && a.memory <= b.memory
+            && self
+                .extended
+                .iter()
+                .all(|(k, v)| *v <= other.extended.get(k).copied().unwrap_or(0))
+    }
 }
 
 impl FailedJobs {
     /// The pods a job asks room for, largest first, and its signature.
-    fn footprint(
-        cx: &Context<'_>,
-        job: usize,
-        leaf: usize,
-    ) -> ((usize, String), Vec<crate::cluster::Amounts>) {
+    fn footprint(cx: &Context<'_>, job: usize, leaf: usize) -> ((usize, String), Vec<Size>) {
         let pods = cx.gang_core(job);
-        let mut sizes: Vec<crate::cluster::Amounts> =
-            pods.iter().map(|&p| cx.snapshot.pods[p].request).collect();
-        sizes.sort_by_key(|a| std::cmp::Reverse((a.gpu, a.cpu, a.memory)));
+        let mut sizes: Vec<Size> = pods
+            .iter()
+            .map(|&p| Size {
+                request: cx.snapshot.pods[p].request,
+                extended: cx.snapshot.pods[p].extended.clone(),
+            })
+            .collect();
+        sizes.sort_by(|a, b| {
+            let key = |s: &Size| (s.request.gpu, s.request.cpu, s.request.memory);
+            key(b)
+                .cmp(&key(a))
+                .then_with(|| b.extended.cmp(&a.extended))
+        });
         let signature = pods
             .first()
             .map(|&p| format!("{:?}", cx.snapshot.pods[p].constraints))
@@ -72,7 +100,7 @@ impl FailedJobs {
             return !mine.is_empty();
         }
         for (a, b) in mine.iter().zip(failed) {
-            let le = a.gpu <= b.gpu && a.cpu <= b.cpu && a.memory <= b.memory;
+            let le = a.less_equal(b);
             if le && a != b {
                 return true;
             }
@@ -91,8 +119,8 @@ impl FailedJobs {
             Some(failed) => {
                 mine.len() < failed.len()
                     || (mine.len() == failed.len()
-                        && mine.iter().map(|a| a.gpu).sum::<i64>()
-                            < failed.iter().map(|a| a.gpu).sum::<i64>())
+                        && mine.iter().map(|a| a.request.gpu).sum::<i64>()
+                            < failed.iter().map(|a| a.request.gpu).sum::<i64>())
             }
         };
         if smaller {

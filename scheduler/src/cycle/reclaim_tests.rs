@@ -346,3 +346,50 @@ fn a_victim_that_may_only_move_stays_when_it_fits_nowhere_else() {
         Reason::NoNodeFits { .. }
     ));
 }
+
+/// A job is passed by only when it is no easier than one that already failed in its queue, and
+/// MIG instances count in that comparison as every resource does in KAI's resource vectors
+/// (`MinimalJobRepresentatives.IsEasierToSchedule`).
+///
+/// One MIG node with two 1g instances, both held by A (quota 0): v, not preemptible, and w. R
+/// (quota 2) wants one pod of two instances (r1) and, later, one of one instance (r2). The
+/// instances count as 2 GPUs; R asks 3, so its fair share is its quota, 2; A's is 0 and it
+/// holds 2. r1 fails (only w can go, which frees one instance); r2 asks for less of the same
+/// resource, so it is tried, and takes w. (Were MIG left out of the comparison, r2 would look
+/// the same as r1 and wait.)
+#[test]
+fn a_job_asking_fewer_mig_instances_than_one_that_failed_is_still_tried() {
+    let p = policy(
+        r#"
+        priority-class "prod" value=1000 preemptible=#false
+        queue "a" { gpu quota=0; namespaces "a" }
+        queue "r" { gpu quota=2; namespaces "r" }
+        "#,
+    );
+    let mig = |p: Pod, n: i64| Pod {
+        extended: [("nvidia.com/mig-1g.10gb".to_string(), n)].into(),
+        ..p
+    };
+    let mut m = node("m", 0);
+    m.extended = [("nvidia.com/mig-1g.10gb".to_string(), 2)].into();
+    let v = Pod {
+        priority_class: Some("prod".into()),
+        ..running(created(mig(pod("a", "v", 0), 1), 0), "m", 0)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![m],
+        pods: vec![
+            v,
+            running(created(mig(pod("a", "w", 0), 1), 1), "m", 1),
+            created(mig(pod("r", "r1", 0), 2), 10),
+            created(mig(pod("r", "r2", 0), 1), 20),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+    assert_eq!(fair, vec![0, 2000]);
+    assert_eq!(victims(&r), vec!["a/w"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("r/r2".to_string(), "m".to_string())]);
+}
