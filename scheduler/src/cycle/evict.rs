@@ -31,8 +31,9 @@ pub(crate) struct Victim {
     pub pods: Vec<usize>,
     /// Why they are evicted; `None` for pods already terminating (nothing to evict).
     pub reason: Option<EvictReason>,
-    /// Whether the victim may only be moved, never evicted: reclaim may not take from its
-    /// queue, but moving it keeps the queue's allocation whole (KAI's consolidating reclaim).
+    /// Whether reclaim took it on condition that it moves: its side could not give it up when
+    /// it was taken. Moving keeps the queue's allocation whole (KAI's consolidating reclaim);
+    /// evicting it passes only if reclaim's final check, with the others' moves, allows it.
     pub must_move: bool,
 }
 
@@ -466,7 +467,7 @@ impl Context<'_> {
             // Only the victims evicted count as taken from their queues: the moved ones keep
             // their allocation (KAI's `allowConsolidatingReclaim`, on by default).
             let victims: Vec<Victim> = needed.iter().map(|(v, _)| v.clone()).collect();
-            let valid = !victims.iter().any(|v| v.must_move) && valid(self, &victims);
+            let valid = valid(self, &victims);
             if !valid || self.dry_run.is_some() {
                 let all: Vec<Victim> = victims
                     .into_iter()

@@ -261,7 +261,8 @@ impl Context<'_> {
         };
         let preemptible = self.jobs[job].preemptible;
         let valid = |cx: &Self, victims: &[Victim]| {
-            cx.within_boundaries(leaf, &request, preemptible, victims)
+            cx.evictions_fit_strategy(leaf, &request, victims)
+                && cx.within_boundaries(leaf, &request, preemptible, victims)
         };
         let done = self.release_until_fit(job, leaf, &pending, &mut next, &valid);
         if done {
@@ -444,6 +445,46 @@ impl Context<'_> {
         above_allocatable(&t, &holds)
             || (self.within_deserved_with(mine, request)
                 && !less_equal(&holds, &each(&t, |s| s.deserved)))
+    }
+
+    /// KAI's `reclaimResourcesFromReclaimees` (`Reclaimable`) over the victims evicted, those
+    /// released (moved ones are not among them): each, in turn, passes `FitsReclaimStrategy`
+    /// with what its side still holds before it goes. Victims taken on condition that they move
+    /// and then evicted pass here when the moves of others left their side holding enough.
+    fn evictions_fit_strategy(
+        &self,
+        leaf: usize,
+        request: &Quantities,
+        victims: &[Victim],
+    ) -> bool {
+        let freed = self.freed_by_queue(victims);
+        let mut gone = vec![Quantities::default(); self.policy.queues.len()];
+        for v in victims.iter().filter(|v| v.reason.is_some()) {
+            let Ok(vq) = self.jobs[v.job].queue else {
+                continue;
+            };
+            let (mine, theirs) = self.leveled(leaf, vq);
+            let t = self.kai_shares(theirs);
+            // What the side holds now lacks every victim evicted from it: add back those that
+            // go after this one.
+            let holds = minus(
+                &add(&each(&t, |s| s.allocated), &freed[theirs]),
+                &gone[theirs],
+            );
+            let fits = above_allocatable(&t, &holds)
+                || (self.within_deserved_with(mine, request)
+                    && !less_equal(&holds, &each(&t, |s| s.deserved)));
+            if !fits {
+                return false;
+            }
+            let amounts = quantities(&request_of(self.snapshot, &v.pods));
+            let mut at = Some(vq);
+            while let Some(q) = at {
+                gone[q] = add(&gone[q], &amounts);
+                at = self.policy.queues[q].parent;
+            }
+        }
+        true
     }
 
     /// KAI's `reclaimingQueuesRemainWithinBoundaries`, with the victims released: at every

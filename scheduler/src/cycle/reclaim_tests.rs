@@ -393,3 +393,70 @@ fn a_job_asking_fewer_mig_instances_than_one_that_failed_is_still_tried() {
     assert_eq!(victims(&r), vec!["a/w"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("r/r2".to_string(), "m".to_string())]);
 }
+
+/// A victim taken on condition that it moves is evicted all the same when the others' moves
+/// leave its side enough to give it up: KAI checks the strategy over the victims it evicts,
+/// with moved ones still held (`reclaimResourcesFromReclaimees` over `getResources`).
+///
+/// n1 (2 GPUs) runs A's x (older, pinned to n1 by its node selector) and y; n2 (1 GPU) is free.
+/// R (quota 2) wants one 2-GPU pod; A's quota is 1. Capacity 3: fair shares A 1, R 2. y goes
+/// first (newest): A holds 2, above its share. Then A holds 1, not above its share or its
+/// quota, so x may only move; the room free (n1's 1 and n2's 1) can still hold the gang. With
+/// both gone r1 fits on n1; x fits nowhere else, y moves to n2, so A still holds y: before x
+/// goes it holds 2, above its quota of 1, with R within its own. x is evicted, y moved.
+#[test]
+fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=1; namespaces "a" }
+        queue "r" { gpu quota=2; namespaces "r" }
+        "#,
+    );
+    let mut n1 = node("n1", 2);
+    n1.labels
+        .insert("kubernetes.io/hostname".into(), "n1".into());
+    let mut x = running(created(pod("a", "x", 1), 0), "n1", 0);
+    x.constraints
+        .node_selector
+        .insert("kubernetes.io/hostname".into(), "n1".into());
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![n1, node("n2", 1)],
+        pods: vec![
+            x,
+            running(created(pod("a", "y", 1), 1), "n1", 1),
+            created(pod("r", "r1", 2), 10),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+    assert_eq!(fair, vec![1000, 2000]);
+    let reclaimed: Vec<String> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict {
+                pod,
+                reason: EvictReason::Reclaim { .. },
+                ..
+            } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reclaimed, vec!["a/x"], "{:#?}", r.decisions);
+    let moved: Vec<(String, String)> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict {
+                pod,
+                reason: EvictReason::Consolidate { to_node, .. },
+                ..
+            } => Some((pod.clone(), to_node.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moved, vec![("a/y".to_string(), "n2".to_string())]);
+    assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n1".to_string())]);
+}
