@@ -9,7 +9,6 @@ use super::jobs::{request_of, room_of};
 use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
-use crate::decision::{Decision, EvictReason};
 
 /// A pod taken off its node to be moved: the pod, the slot it held, its job.
 type Taken = (usize, Slot, usize);
@@ -154,14 +153,8 @@ impl Context<'_> {
                 .chain(late.into_iter().zip(late_to));
             for ((p, from, _), to) in moves {
                 if to.node != from.node {
-                    self.decisions.push(Decision::Evict {
-                        pod: self.snapshot.pods[p].key(),
-                        node: self.snapshot.nodes[from.node].name.clone(),
-                        reason: EvictReason::Consolidate {
-                            for_job: for_job.clone(),
-                            to_node: self.snapshot.nodes[to.node].name.clone(),
-                        },
-                    });
+                    let moved = self.move_decision(p, from.node, to.node, &for_job);
+                    self.decisions.push(moved);
                     self.move_to(p, to);
                 } else {
                     self.put_slot(p, to);

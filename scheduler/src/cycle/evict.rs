@@ -488,14 +488,8 @@ impl Context<'_> {
             for (_, from, to) in &moved {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
                     if to.node != from.node {
-                        self.decisions.push(Decision::Evict {
-                            pod: self.snapshot.pods[*p].key(),
-                            node: self.snapshot.nodes[from.node].name.clone(),
-                            reason: EvictReason::Consolidate {
-                                for_job: for_job.clone(),
-                                to_node: self.snapshot.nodes[to.node].name.clone(),
-                            },
-                        });
+                        let moved = self.move_decision(*p, from.node, to.node, for_job);
+                        self.decisions.push(moved);
                     }
                 }
             }
@@ -708,6 +702,25 @@ impl Context<'_> {
             back.push((v, freed));
         }
         back
+    }
+
+    /// The decision that moves `pod` from node `from` to node `to` for `for_job`: an eviction
+    /// there, and the node it is nominated on.
+    pub(crate) fn move_decision(
+        &self,
+        pod: usize,
+        from: usize,
+        to: usize,
+        for_job: &str,
+    ) -> Decision {
+        Decision::Evict {
+            pod: self.snapshot.pods[pod].key(),
+            node: self.snapshot.nodes[from].name.clone(),
+            reason: EvictReason::Consolidate {
+                for_job: for_job.to_string(),
+                to_node: self.snapshot.nodes[to].name.clone(),
+            },
+        }
     }
 
     /// Takes a victim's pods off their nodes (and its allocation off its queue); returns the

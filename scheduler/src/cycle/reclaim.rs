@@ -223,12 +223,7 @@ impl Context<'_> {
                 if let Ok(q) = cx.jobs[v.job].queue {
                     heads.forget(cx.policy, q);
                     heads.touched[q] = true;
-                    let frees = quantities(&request_of(cx.snapshot, &v.pods));
-                    let mut at = Some(q);
-                    while let Some(a) = at {
-                        released[a] = add(&released[a], &frees);
-                        at = cx.policy.queues[a].parent;
-                    }
+                    cx.add_up_the_tree(&mut released, q, &v.pods);
                 }
             }
             seen = popped.len();
@@ -441,10 +436,20 @@ impl Context<'_> {
     /// (guarantee deserved quota).
     fn fits_reclaim_strategy(&self, mine: usize, theirs: usize, request: &Quantities) -> bool {
         let t = self.kai_shares(theirs);
-        let holds = each(&t, |s| s.allocated);
-        above_allocatable(&t, &holds)
+        self.strategy_allows(mine, &t, &each(&t, |s| s.allocated), request)
+    }
+
+    /// `FitsReclaimStrategy` for a side `t` that holds `holds` before the victim goes.
+    fn strategy_allows(
+        &self,
+        mine: usize,
+        t: &super::kai::QueueShares,
+        holds: &Quantities,
+        request: &Quantities,
+    ) -> bool {
+        above_allocatable(t, holds)
             || (self.within_deserved_with(mine, request)
-                && !less_equal(&holds, &each(&t, |s| s.deserved)))
+                && !less_equal(holds, &each(t, |s| s.deserved)))
     }
 
     /// KAI's `reclaimResourcesFromReclaimees` (`Reclaimable`) over the victims evicted, those
@@ -471,18 +476,10 @@ impl Context<'_> {
                 &add(&each(&t, |s| s.allocated), &freed[theirs]),
                 &gone[theirs],
             );
-            let fits = above_allocatable(&t, &holds)
-                || (self.within_deserved_with(mine, request)
-                    && !less_equal(&holds, &each(&t, |s| s.deserved)));
-            if !fits {
+            if !self.strategy_allows(mine, &t, &holds, request) {
                 return false;
             }
-            let amounts = quantities(&request_of(self.snapshot, &v.pods));
-            let mut at = Some(vq);
-            while let Some(q) = at {
-                gone[q] = add(&gone[q], &amounts);
-                at = self.policy.queues[q].parent;
-            }
+            self.add_up_the_tree(&mut gone, vq, &v.pods);
         }
         true
     }
@@ -548,17 +545,21 @@ impl Context<'_> {
     fn freed_by_queue(&self, victims: &[Victim]) -> Vec<Quantities> {
         let mut freed = vec![Quantities::default(); self.policy.queues.len()];
         for v in victims {
-            let Ok(vq) = self.jobs[v.job].queue else {
-                continue;
-            };
-            let amounts = quantities(&request_of(self.snapshot, &v.pods));
-            let mut at = Some(vq);
-            while let Some(q) = at {
-                freed[q] = add(&freed[q], &amounts);
-                at = self.policy.queues[q].parent;
+            if let Ok(vq) = self.jobs[v.job].queue {
+                self.add_up_the_tree(&mut freed, vq, &v.pods);
             }
         }
         freed
+    }
+
+    /// Adds what `pods` request to `queue` and every queue above it in `per_queue`.
+    fn add_up_the_tree(&self, per_queue: &mut [Quantities], queue: usize, pods: &[usize]) {
+        let amounts = quantities(&request_of(self.snapshot, pods));
+        let mut at = Some(queue);
+        while let Some(q) = at {
+            per_queue[q] = add(&per_queue[q], &amounts);
+            at = self.policy.queues[q].parent;
+        }
     }
 
     /// KAI's `getLeveledQueues`: the two queues where the paths of `a` and `b` split (siblings
