@@ -54,6 +54,10 @@ pub(crate) struct Context<'a> {
     /// Per job, how many of its pods run (see [`Self::runs`]); kept by [`Self::take_slot`] and
     /// [`Self::put_slot`], so that the victim searches ask it in one step, not per pod.
     pub running_pods: RunningPods,
+    /// Per leaf queue, the jobs allocate could not place, in the order it tried them: the
+    /// pending jobs KAI's eviction solvers order together with the preemptor
+    /// (`common/action.go: GetJobsToAllocate`).
+    pub waiting: Vec<Vec<usize>>,
 }
 
 /// Per job, how many of its pods were bound before the cycle, still hold their slot and are
@@ -187,7 +191,7 @@ impl Context<'_> {
     }
 
     /// Whether a pod waits: not bound before the cycle, not placed in it.
-    fn is_pending(&self, pod: usize) -> bool {
+    pub(crate) fn is_pending(&self, pod: usize) -> bool {
         self.slots[pod].is_none() && self.snapshot.pods[pod].node.is_none()
     }
 

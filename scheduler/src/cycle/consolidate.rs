@@ -6,7 +6,6 @@ use kai_policy_compiler::model::Strategy;
 
 use super::allocate::{Context, Unplaced};
 use super::jobs::{request_of, room_of};
-use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 
@@ -86,44 +85,22 @@ impl Context<'_> {
             .iter()
             .copied()
             .filter(|&v| v != job && !self.growing(v) && self.is_running(v));
-        // KAI's solver places the preemptor and the moved jobs in job order
-        // (`TryToVirtuallyAllocatePreemptorAndGetVictims`): a moved job ahead of the preemptor
-        // goes back first, the others after it. A gang taken whole is below its minimum, as the
-        // preemptor is, so it is ahead when its priority is higher, or as high and it is older;
-        // KAI takes a plain elastic job's pods above its minimum one at a time, so that one
-        // stays at its minimum and is ahead only with a higher priority.
-        let preemptor = self.reverse_job_order_key(job);
+        // KAI's solver places the preemptor and the moved jobs in queue and job order: a
+        // moved job ahead of the preemptor goes back first, the others after it.
         let mut ahead: Vec<bool> = Vec::new();
         for v in now_movable.take(MAX_VICTIM_JOBS).collect::<Vec<_>>() {
-            let elastic = self.is_elastic(v) && self.jobs[v].gang.is_none();
             for p in self.running(v) {
                 if let Some(slot) = self.take_slot(p) {
                     self.state.release(&slot, &self.snapshot.pods[p]);
                     released.push((p, slot, v));
                 }
             }
-            let first = match self.jobs[v].queue {
-                // Across queues, the queue order where their paths split decides.
-                Ok(vq) if vq != leaf => {
-                    let (mine, theirs) = self.leveled(leaf, vq);
-                    let side = |queue: usize, pods: &[usize]| Side {
-                        queue,
-                        job: quantities(&request_of(self.snapshot, pods)),
-                        victims: Quantities::default(),
-                    };
-                    let moved: Vec<usize> = released
-                        .iter()
-                        .filter(|&&(_, _, u)| u == v)
-                        .map(|&(p, _, _)| p)
-                        .collect();
-                    compare_keys(
-                        &self.order_key(&side(theirs, &moved)),
-                        &self.order_key(&side(mine, &pending)),
-                    ) == std::cmp::Ordering::Less
-                }
-                _ if elastic => self.jobs[v].priority > self.jobs[job].priority,
-                _ => self.reverse_job_order_key(v) < preemptor,
-            };
+            let moved: Vec<usize> = released
+                .iter()
+                .filter(|&&(_, _, u)| u == v)
+                .map(|&(p, _, _)| p)
+                .collect();
+            let first = self.goes_before(v, &moved, job, leaf, &pending);
             ahead.resize(released.len(), first);
             let part = |before: bool| -> Vec<Taken> {
                 released

@@ -9,6 +9,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
 use super::jobs::{request_of, room_of};
+use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
 use super::state::Slot;
 use crate::cluster::Time;
@@ -345,6 +346,64 @@ impl Context<'_> {
             .min()
     }
 
+    /// Whether KAI's eviction solver places victim job `v` (its released pods `moved`) again
+    /// before the preemptor `job` of `leaf` (its pods `pending`); judged once, as `v` is taken.
+    /// KAI's solver runs an allocation over the pending jobs, the preemptor and the victims'
+    /// jobs in queue and job order (`common/action.go:
+    /// TryToVirtuallyAllocatePreemptorAndGetVictims` over `GetJobsToAllocate`), skipping the pending jobs but letting them stand for their queue:
+    /// across queues, each queue competes with its first job in job order, at the level where
+    /// their paths split. In one queue, a gang taken whole is below its minimum, as the
+    /// preemptor is, so it is ahead when its priority is higher, or as high and it is older;
+    /// a plain elastic job gives its pods above its minimum one at a time, so it stays at its
+    /// minimum and is ahead only with a higher priority.
+    pub(crate) fn goes_before(
+        &self,
+        v: usize,
+        moved: &[usize],
+        job: usize,
+        leaf: usize,
+        pending: &[usize],
+    ) -> bool {
+        let Ok(vq) = self.jobs[v].queue else {
+            return false;
+        };
+        if vq == leaf {
+            if self.is_elastic(v) && self.jobs[v].gang.is_none() {
+                return self.jobs[v].priority > self.jobs[job].priority;
+            }
+            return self.reverse_job_order_key(v) < self.reverse_job_order_key(job);
+        }
+        let (mine, theirs) = self.leveled(leaf, vq);
+        let side = |queue: usize, first: usize, pods: &[usize], own: usize| {
+            let first = self.first_waiting(first, own);
+            let job = match first {
+                Some(w) => quantities(&self.init_request(w)),
+                None => quantities(&request_of(self.snapshot, pods)),
+            };
+            Side {
+                queue,
+                job,
+                victims: Quantities::default(),
+            }
+        };
+        compare_keys(
+            &self.order_key(&side(theirs, vq, moved, v)),
+            &self.order_key(&side(mine, leaf, pending, job)),
+        ) == Ordering::Less
+    }
+
+    /// The job allocate left waiting in `leaf` that comes before `job` in job order and still
+    /// waits, if any: the job that stands for the queue in KAI's solver order.
+    fn first_waiting(&self, leaf: usize, job: usize) -> Option<usize> {
+        let key = self.job_order(job);
+        self.waiting[leaf]
+            .iter()
+            .copied()
+            .filter(|&w| w != job && self.job_order(w) < key)
+            .filter(|&w| self.jobs[w].pods.iter().any(|&p| self.is_pending(p)))
+            .min_by_key(|&w| self.job_order(w))
+    }
+
     /// A job's place in KAI's reversed job order: the largest goes first.
     pub(crate) fn reverse_job_order_key(
         &self,
@@ -422,6 +481,10 @@ impl Context<'_> {
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let mut released: Vec<Released> = Vec::new();
         let mut popped: Vec<Victim> = Vec::new();
+        // Victims KAI's solver places again before the gang, placed as they are taken; and the
+        // pods of such victims that found no place (KAI evicts those, never tries them again).
+        let mut early: Vec<Moved> = Vec::new();
+        let mut early_failed: Vec<Released> = Vec::new();
         // Nodes victims freed room on since the gang last failed to be placed; `None` until it
         // has been tried once. Room only grows elsewhere in this loop, so the gang can fit now
         // only if one of its pods fits on one of these nodes: no need to try the whole cluster
@@ -438,7 +501,16 @@ impl Context<'_> {
             if let Some(nodes) = freed_since.as_mut() {
                 nodes.extend(freed.iter().map(|(_, slot)| slot.node));
             }
-            released.push((victim, freed));
+            if victim.reason.is_some()
+                && self.goes_before(victim.job, &victim.pods, job, leaf, pending)
+            {
+                // Moved, even back onto its own node, it is nobody's victim again.
+                let (gone, stay) = self.move_job(vec![(victim, freed)], true);
+                early.extend(gone);
+                early_failed.extend(stay);
+            } else {
+                released.push((victim, freed));
+            }
             // Limits and non-preemptible quota are judged now, with the victims gone: allocate
             // has placed other jobs since this one was first admitted.
             if self.admission(job, leaf, &request).is_err() {
@@ -462,8 +534,15 @@ impl Context<'_> {
                 freed_since = Some(Vec::new());
                 continue;
             };
-            let (slots, needed) = self.keep_unneeded(job, leaf, pending, &plan, slots, released);
-            let (moved, needed) = self.move_victims(job, leaf, pending, needed);
+            // The victims taken in the order they were popped, for the decisions' order.
+            let taken: Vec<usize> = popped.iter().flat_map(|v| v.pods.iter().copied()).collect();
+            let placed_before = !early.is_empty();
+            let (slots, needed) =
+                self.keep_unneeded(job, leaf, pending, slots, released, placed_before);
+            let (late, mut needed) = self.move_victims(job, leaf, pending, needed);
+            needed.extend(early_failed);
+            needed.sort_by_key(|(v, _)| taken.iter().position(|p| v.pods.contains(p)));
+            let moved: Vec<Moved> = early.into_iter().chain(late).collect();
             // Only the victims evicted count as taken from their queues: the moved ones keep
             // their allocation (KAI's `allowConsolidatingReclaim`, on by default).
             let victims: Vec<Victim> = needed.iter().map(|(v, _)| v.clone()).collect();
@@ -507,24 +586,27 @@ impl Context<'_> {
             return true;
         }
         // Nothing fits even with every candidate gone: put them all back.
-        for (v, freed) in released.into_iter().rev() {
+        let back = self.unmove_victims(early);
+        for (v, freed) in released.into_iter().chain(early_failed).chain(back).rev() {
             self.restore(&v, &freed);
         }
         false
     }
 
     /// With the gang placed, puts back every released victim (but the last) that the gang can do
-    /// without; returns the gang's slots and the victims it needs.
+    /// without; `early` when victims were placed again before the gang
+    /// ([`Self::place_ahead`]). Returns the gang's slots and the victims it needs.
     fn keep_unneeded(
         &mut self,
         job: usize,
         leaf: usize,
         pending: &[usize],
-        plan: &Plan,
         mut slots: Vec<(usize, Slot)>,
         mut released: Vec<Released>,
+        early: bool,
     ) -> (Vec<(usize, Slot)>, Vec<Released>) {
         let request = request_of(self.snapshot, pending);
+        let plan = &Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let last = released.pop();
         let mut needed = Vec::with_capacity(released.len() + 1);
         for (v, freed) in released {
@@ -538,13 +620,19 @@ impl Context<'_> {
                 continue;
             }
             self.give_back(&slots);
+            // Victims placed again before the gang may hold the room this one left: then it
+            // cannot come back whatever the gang does.
+            let taken_again = early
+                && freed
+                    .iter()
+                    .any(|(_, slot)| self.state.overdrawn(slot.node) != Some(false));
             // Not worth trying when the free room left in the whole cluster is too small.
             let room = self.state.free_total();
             let needs = room_of(self.snapshot, pending);
             let may_fit = ResourceKind::ALL
                 .into_iter()
                 .all(|k| room.get(k) >= needs.get(k));
-            let fewer = (may_fit && self.admission(job, leaf, &request).is_ok())
+            let fewer = (!taken_again && may_fit && self.admission(job, leaf, &request).is_ok())
                 .then(|| try_place_gang(self.state, self.snapshot, pending, plan))
                 .flatten();
             match fewer {
@@ -565,12 +653,11 @@ impl Context<'_> {
 
     /// With the gang placed, places the needed victims again where they fit, job by job in job
     /// order (KAI's by-pod solver runs its allocation over the preemptor and the victims' jobs:
-    /// `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`; ours places the
-    /// preemptor first). A job's pods go back together if they can; otherwise, one at a time in
-    /// pod order, as many as fit, so long as the job keeps its minimum (KAI's `AllocateJob`). A
-    /// pod placed again is moved, not evicted, and keeps its queue's allocation, so it must also
-    /// fit its queue's limits beside the placed gang (`job` of `leaf`, pods `pending`). Returns
-    /// the moved victims and the ones still to evict.
+    /// `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`; the jobs that go
+    /// before the preemptor were placed by [`Self::place_ahead`]). A pod placed again is moved,
+    /// not evicted, and keeps its queue's allocation, so it must also fit its queue's limits
+    /// beside the placed gang (`job` of `leaf`, pods `pending`). Returns the moved victims and
+    /// the ones still to evict.
     fn move_victims(
         &mut self,
         job: usize,
@@ -578,8 +665,6 @@ impl Context<'_> {
         pending: &[usize],
         mut needed: Vec<Released>,
     ) -> (Vec<Moved>, Vec<Released>) {
-        // The victims to evict keep the order they were taken in.
-        let taken: Vec<usize> = needed.iter().flat_map(|(v, _)| v.pods.clone()).collect();
         needed.sort_by_cached_key(|(v, _)| self.reverse_job_order_key(v.job));
         let gang = request_of(self.snapshot, pending);
         let preemptible = self.jobs[job].preemptible;
@@ -593,78 +678,93 @@ impl Context<'_> {
             while let Some(unit) = rest.next_if(|(u, _)| u.job == v) {
                 units.push(unit);
             }
-            let (Some(_), Ok(vq)) = (&units[0].0.reason, &self.jobs[v].queue) else {
-                evicted.extend(units);
-                continue;
-            };
-            let vq = *vq;
-            // Every pod released of the job, with its slot and whether it may only move.
-            let mut pods: Vec<(usize, Slot, bool)> = units
-                .iter()
-                .flat_map(|(u, freed)| {
-                    freed
-                        .iter()
-                        .map(move |(p, slot)| (*p, slot.clone(), u.must_move))
-                })
-                .collect();
-            pods.sort_by_key(|&(p, _, _)| p);
-            let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
-            let to = self.place_again(v, vq, &all).or_else(|| {
-                if self.jobs[v].gang.is_some() {
-                    return None;
-                }
-                // One at a time: the job must keep its minimum with what still runs.
-                let mut placed = Vec::new();
-                for &p in &all {
-                    placed.extend(self.place_again(v, vq, &[p]));
-                }
-                let placed = placed.concat();
-                let keeps = self.running(v).len() + placed.len();
-                if placed.is_empty() || keeps < self.jobs[v].min_member as usize {
-                    self.give_back(&placed);
-                    let pods: Vec<usize> = placed.iter().map(|&(p, _)| p).collect();
-                    let request = request_of(self.snapshot, &pods);
-                    self.used
-                        .add(self.policy, vq, request, self.jobs[v].preemptible, -1);
-                    return None;
-                }
-                Some(placed)
-            });
-            let to = to.unwrap_or_default();
-            let reason = units[0].0.reason.clone();
-            let unit = |pods: &[(usize, Slot, bool)]| Victim {
-                job: v,
-                pods: pods.iter().map(|&(p, _, _)| p).collect(),
-                reason: reason.clone(),
-                must_move: pods.iter().any(|&(_, _, m)| m),
-            };
-            let slots = |pods: &[(usize, Slot, bool)]| -> Vec<(usize, Slot)> {
-                pods.iter().map(|(p, slot, _)| (*p, slot.clone())).collect()
-            };
-            let (gone, stay): (Vec<_>, Vec<_>) = pods
-                .into_iter()
-                .partition(|(p, _, _)| to.iter().any(|(q, _)| q == p));
-            if !stay.is_empty() {
-                evicted.push((unit(&stay), slots(&stay)));
-            }
-            if gone.is_empty() {
-                continue;
-            }
-            let mut to = to;
-            to.sort_by_key(|(p, _)| gone.iter().position(|(q, _, _)| q == p));
-            for ((p, from, _), (_, to)) in gone.iter().zip(&to) {
-                if to.node == from.node {
-                    self.put_slot(*p, to.clone());
-                } else {
-                    self.move_to(*p, to.clone());
-                }
-            }
-            // `place_again` has given the queue its allocation back.
-            moved.push((unit(&gone), slots(&gone), to));
+            let (gone, stay) = self.move_job(units, false);
+            moved.extend(gone);
+            evicted.extend(stay);
         }
         self.used.add(self.policy, leaf, gang, preemptible, -1);
-        evicted.sort_by_key(|(v, _)| taken.iter().position(|p| v.pods.contains(p)));
         (moved, evicted)
+    }
+
+    /// Places the released pods of one victim job (`units`) again where they fit: together if
+    /// they can; otherwise one at a time in pod order, as many as fit, so long as the job keeps
+    /// its minimum (KAI's `AllocateJob`). With `always_moved`, a pod that lands on its own node
+    /// counts as moved too (nobody's victim again in the cycle). Returns the pods placed, as a
+    /// move, and the ones to evict.
+    fn move_job(
+        &mut self,
+        units: Vec<Released>,
+        always_moved: bool,
+    ) -> (Option<Moved>, Vec<Released>) {
+        let v = units[0].0.job;
+        let (Some(_), Ok(vq)) = (&units[0].0.reason, &self.jobs[v].queue) else {
+            return (None, units);
+        };
+        let vq = *vq;
+        // Every pod released of the job, with its slot and whether it may only move.
+        let mut pods: Vec<(usize, Slot, bool)> = units
+            .iter()
+            .flat_map(|(u, freed)| {
+                freed
+                    .iter()
+                    .map(move |(p, slot)| (*p, slot.clone(), u.must_move))
+            })
+            .collect();
+        pods.sort_by_key(|&(p, _, _)| p);
+        let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
+        let to = self.place_again(v, vq, &all).or_else(|| {
+            if self.jobs[v].gang.is_some() {
+                return None;
+            }
+            // One at a time: the job must keep its minimum with what still runs.
+            let mut placed = Vec::new();
+            for &p in &all {
+                placed.extend(self.place_again(v, vq, &[p]));
+            }
+            let placed = placed.concat();
+            let keeps = self.running(v).len() + placed.len();
+            if placed.is_empty() || keeps < self.jobs[v].min_member as usize {
+                self.give_back(&placed);
+                let pods: Vec<usize> = placed.iter().map(|&(p, _)| p).collect();
+                let request = request_of(self.snapshot, &pods);
+                self.used
+                    .add(self.policy, vq, request, self.jobs[v].preemptible, -1);
+                return None;
+            }
+            Some(placed)
+        });
+        let mut to = to.unwrap_or_default();
+        let reason = units[0].0.reason.clone();
+        let unit = |pods: &[(usize, Slot, bool)]| Victim {
+            job: v,
+            pods: pods.iter().map(|&(p, _, _)| p).collect(),
+            reason: reason.clone(),
+            must_move: pods.iter().any(|&(_, _, m)| m),
+        };
+        let slots = |pods: &[(usize, Slot, bool)]| -> Vec<(usize, Slot)> {
+            pods.iter().map(|(p, slot, _)| (*p, slot.clone())).collect()
+        };
+        let (gone, stay): (Vec<_>, Vec<_>) = pods
+            .into_iter()
+            .partition(|(p, _, _)| to.iter().any(|(q, _)| q == p));
+        let evicted: Vec<Released> = if stay.is_empty() {
+            Vec::new()
+        } else {
+            vec![(unit(&stay), slots(&stay))]
+        };
+        if gone.is_empty() {
+            return (None, evicted);
+        }
+        to.sort_by_key(|(p, _)| gone.iter().position(|(q, _, _)| q == p));
+        for ((p, from, _), (_, to)) in gone.iter().zip(&to) {
+            if to.node == from.node && !always_moved {
+                self.put_slot(*p, to.clone());
+            } else {
+                self.move_to(*p, to.clone());
+            }
+        }
+        // `place_again` has given the queue its allocation back.
+        (Some((unit(&gone), slots(&gone), to)), evicted)
     }
 
     /// Places released pods of a job again, all or none, within its queue's limits; the slots

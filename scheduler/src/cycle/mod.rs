@@ -220,8 +220,14 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         releasing,
         grown: vec![false; jobs.len()],
         running_pods,
+        waiting: vec![Vec::new(); policy.queues.len()],
     };
     let mut unplaced = ctx.allocate();
+    for u in &unplaced {
+        if let Ok(leaf) = jobs[u.job].queue {
+            ctx.waiting[leaf].push(u.job);
+        }
+    }
     lap("allocate");
     if actions.consolidation {
         unplaced = ctx.consolidate(unplaced);

@@ -399,7 +399,9 @@ fn a_job_asking_fewer_mig_instances_than_one_that_failed_is_still_tried() {
 /// with moved ones still held (`reclaimResourcesFromReclaimees` over `getResources`).
 ///
 /// n1 (2 GPUs) runs A's x (older, pinned to n1 by its node selector) and y; n2 (1 GPU) is free.
-/// R (quota 2) wants one 2-GPU pod; A's quota is 1. Capacity 3: fair shares A 1, R 2. y goes
+/// R (quota 2, priority 101) wants one 2-GPU pod; A's quota is 1. R's priority puts it before A
+/// in KAI's solver order (both within quota with their job), so A's victims are placed again
+/// after the gang. Capacity 3: fair shares A 1, R 2. y goes
 /// first (newest): A holds 2, above its share. Then A holds 1, not above its share or its
 /// quota, so x may only move; the room free (n1's 1 and n2's 1) can still hold the gang. With
 /// both gone r1 fits on n1; x fits nowhere else, y moves to n2, so A still holds y: before x
@@ -409,7 +411,7 @@ fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
     let p = policy(
         r#"
         queue "a" { gpu quota=1; namespaces "a" }
-        queue "r" { gpu quota=2; namespaces "r" }
+        queue "r" priority=101 { gpu quota=2; namespaces "r" }
         "#,
     );
     let mut n1 = node("n1", 2);
@@ -459,4 +461,50 @@ fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
         .collect();
     assert_eq!(moved, vec![("a/y".to_string(), "n2".to_string())]);
     assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n1".to_string())]);
+}
+
+/// KAI's solver places the victims' jobs again together with the preemptor, in queue order
+/// (`common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`): a victim whose queue
+/// comes first takes its room back before the preemptor is tried.
+///
+/// One 4-GPU node runs A's a1, a2, a3 (1 GPU each); R wants r1, one 2-GPU pod. Quotas 1 each;
+/// A's weight is 0, so its priority does not change the division (KAI's
+/// `reclaim_test.go` integration #9 has the same shape): fair shares A 1, R 1 + the 1 over
+/// quota R asks for = 2 (1 GPU stays undivided). A holds 3, above its share: a3 (newest) may
+/// go, then a2. With a3 released, A holds 2 and would hold 3 with it, R would hold 2: both
+/// above their quota of 1, so queue priority decides. At priority 100 each the smaller dominant
+/// share with the job goes first: R's 2/2 = 1 before A's 3/1 = 3, so r1 takes the 2 free GPUs
+/// and a3 is evicted. With A at priority 101, A goes first: a3 takes its GPU back, and so do a2
+/// and a3 after a2 is taken too, so R never fits and nothing is evicted.
+#[test]
+fn a_victim_whose_queue_goes_first_takes_its_room_back_before_the_reclaimer() {
+    let run = |a_priority: i32| {
+        let p = policy(&format!(
+            r#"
+            queue "a" priority={a_priority} {{ gpu quota=1 weight=0; namespaces "a" }}
+            queue "r" {{ gpu quota=1; namespaces "r" }}
+            "#
+        ));
+        let s = Snapshot {
+            priority_classes: Default::default(),
+            nodes: vec![node("n", 4)],
+            pods: vec![
+                running(created(pod("a", "a1", 1), 0), "n", 0),
+                running(created(pod("a", "a2", 1), 1), "n", 1),
+                running(created(pod("a", "a3", 1), 2), "n", 2),
+                created(pod("r", "r1", 2), 10),
+            ],
+            groups: vec![],
+        };
+        let r = cycle(&p, &s, 3600);
+        let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+        assert_eq!(fair, vec![1000, 2000]);
+        r
+    };
+    let r = run(100);
+    assert_eq!(victims(&r), vec!["a/a3"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
+    let r = run(101);
+    assert_eq!(victims(&r), Vec::<String>::new(), "{:#?}", r.decisions);
+    assert!(nominated(&r).is_empty(), "{:#?}", r.decisions);
 }
