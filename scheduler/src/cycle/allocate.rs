@@ -159,8 +159,13 @@ impl Context<'_> {
     /// Takes a pod's slot away (the pod leaves its node), keeping the running counts.
     pub(crate) fn take_slot(&mut self, pod: usize) -> Option<Slot> {
         let slot = self.slots[pod].take();
-        if slot.is_some() {
+        if let Some(slot) = &slot {
             self.running_pods.change(self.snapshot, pod, false);
+            // A bound pod that has not moved holds its own node's room: it leaves it releasing.
+            let p = &self.snapshot.pods[pod];
+            if p.node.is_some() && !self.running_pods.is_moved(pod) {
+                self.state.mark_releasing(slot.node, p, 1);
+            }
         }
         slot
     }
@@ -168,6 +173,11 @@ impl Context<'_> {
     /// Gives a pod a slot (it was without one), keeping the running counts.
     pub(crate) fn put_slot(&mut self, pod: usize, slot: Slot) {
         debug_assert!(self.slots[pod].is_none(), "a pod given a second slot");
+        // A bound pod is only ever given a slot on its own node again.
+        let p = &self.snapshot.pods[pod];
+        if p.node.is_some() {
+            self.state.mark_releasing(slot.node, p, -1);
+        }
         self.slots[pod] = Some(slot);
         self.running_pods.change(self.snapshot, pod, true);
     }

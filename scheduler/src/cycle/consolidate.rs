@@ -178,6 +178,10 @@ impl Context<'_> {
                     .devices_on_candidate(m, pod, strategy)
                     .map(|devices| Slot { node: m, devices })
             };
+            // Unlike placement, no idle room first: KAI's by-pod solver moves the pods of the
+            // nodes it frees, ours takes whole jobs, and sending their pods to idle room first
+            // would scatter pods KAI never moves (`integration_tests/consolidation/
+            // consolidationGang_test.go` #0).
             let slot = self
                 .state
                 .candidates(pod, strategy)

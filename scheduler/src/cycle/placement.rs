@@ -351,22 +351,51 @@ fn choose(
     gpus_on: &HashMap<usize, i64>,
 ) -> Option<Slot> {
     let cap = plan.max_gpus_per_node.map(|c| c as i64 * 1000);
-    let mut feasible = state
-        .candidates(pod, plan.strategy)
-        .filter(|n| domain.is_none_or(|d| d.contains(n)))
-        .filter(|n| cap.is_none_or(|c| gpus_on.get(n).copied().unwrap_or(0) + pod.request.gpu <= c))
-        .filter_map(|n| {
-            state
-                .devices_on_candidate(n, pod, plan.strategy)
-                .map(|devices| Slot { node: n, devices })
-        });
-    let first = feasible.next()?;
-    if !filters::has_preferences(pod) && !state.soft_taints() {
-        return Some(first);
+    let feasible = |idle_only: bool| {
+        state
+            .candidates_where(pod, plan.strategy, idle_only)
+            .filter(|n| domain.is_none_or(|d| d.contains(n)))
+            .filter(|n| {
+                cap.is_none_or(|c| gpus_on.get(n).copied().unwrap_or(0) + pod.request.gpu <= c)
+            })
+            .filter_map(|n| {
+                state
+                    .devices_on_candidate(n, pod, plan.strategy)
+                    .map(|devices| Slot { node: n, devices })
+            })
+    };
+    let pick = |first: Slot, rest: &mut dyn Iterator<Item = Slot>| {
+        if filters::has_preferences(pod) || state.soft_taints() {
+            preferred(state, pod, first, rest)
+        } else {
+            first
+        }
+    };
+    // KAI's node order puts first the nodes where the pod fits in idle room
+    // (`plugins/nodeavailability`: 1,000 points, far above any strategy's score), then the
+    // others, where it would take room still being released.
+    if state.any_releasing() {
+        let mut idle = feasible(true);
+        if let Some(first) = idle.next() {
+            return Some(pick(first, &mut idle));
+        }
     }
+    let mut all = feasible(false);
+    let first = all.next()?;
+    Some(pick(first, &mut all))
+}
+
+/// Among `first` and the slots after it that the strategy ranks equal to it, the one the pod
+/// prefers (node affinity preferences, tolerated soft taints); the first of those on a tie.
+fn preferred(
+    state: &ClusterState,
+    pod: &Pod,
+    first: Slot,
+    rest: &mut dyn Iterator<Item = Slot>,
+) -> Slot {
     let key = state.strategy_key(first.node, pod);
     std::iter::once(first)
-        .chain(feasible.take_while(|s| state.strategy_key(s.node, pod) == key))
+        .chain(rest.take_while(|s| state.strategy_key(s.node, pod) == key))
         .enumerate()
         .max_by_key(|(i, s)| {
             (
@@ -375,6 +404,7 @@ fn choose(
             )
         })
         .map(|(_, s)| s)
+        .expect("the first slot is always there")
 }
 
 /// The reasons found for pods that did not fit, in one version of the state. A cluster too full

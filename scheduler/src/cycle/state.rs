@@ -78,6 +78,11 @@ pub struct ClusterState<'s> {
     versions: u64,
     /// Why pods did not fit, as found in this version of the state.
     pub(super) why_not: super::placement::WhyNot,
+    /// Per node, what the pods bound there and released in this cycle (evicted or moved away)
+    /// leave: free in this state, but releasing, not idle, in KAI's (`NodeInfo.Releasing`).
+    releasing: Vec<Amounts>,
+    /// How many nodes have releasing room.
+    releasing_nodes: usize,
 }
 
 impl<'s> ClusterState<'s> {
@@ -119,6 +124,8 @@ impl<'s> ClusterState<'s> {
             version: 0,
             versions: 0,
             why_not: Default::default(),
+            releasing: vec![Amounts::default(); snapshot.nodes.len()],
+            releasing_nodes: 0,
         };
         for (n, node) in snapshot.nodes.iter().enumerate() {
             if state.schedulable[n] {
@@ -216,6 +223,40 @@ impl<'s> ClusterState<'s> {
     /// Says the state is again as it was at `version`: every change since has been undone.
     pub fn rewind(&mut self, version: u64) {
         self.version = version;
+    }
+
+    /// Counts a pod bound on `node` as released from it in this cycle (`sign` 1), or back
+    /// (`sign` -1).
+    pub fn mark_releasing(&mut self, node: usize, pod: &Pod, sign: i64) {
+        let was = self.releasing[node] != Amounts::default();
+        let r = &mut self.releasing[node];
+        r.gpu += sign * pod.request.gpu;
+        r.cpu += sign * pod.request.cpu;
+        r.memory += sign * pod.request.memory;
+        let is = *r != Amounts::default();
+        match (was, is) {
+            (false, true) => self.releasing_nodes += 1,
+            (true, false) => self.releasing_nodes -= 1,
+            _ => {}
+        }
+    }
+
+    /// Whether some node has room released in this cycle.
+    pub fn any_releasing(&self) -> bool {
+        self.releasing_nodes > 0
+    }
+
+    /// Whether a pod fits a node's idle room, its free room less what is being released there
+    /// (KAI's `NodeInfo.IsTaskAllocatable` on the idle vector).
+    pub fn fits_idle(&self, node: usize, pod: &Pod) -> bool {
+        let r = self.releasing[node];
+        if r == Amounts::default() {
+            return true;
+        }
+        let free = self.nodes[node].free;
+        free.gpu - r.gpu >= pod.request.gpu
+            && free.cpu - r.cpu >= pod.request.cpu
+            && free.memory - r.memory >= pod.request.memory
     }
 
     /// What is free on all schedulable nodes together.
@@ -536,8 +577,20 @@ impl<'s> ClusterState<'s> {
         pod: &'c Pod,
         strategy: Strategy,
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
+        self.candidates_where(pod, strategy, false)
+    }
+
+    /// [`Self::candidates`], with `idle_only` only the nodes where the pod fits in idle room
+    /// ([`Self::fits_idle`]).
+    pub fn candidates_where<'c>(
+        &'c self,
+        pod: &'c Pod,
+        strategy: Strategy,
+        idle_only: bool,
+    ) -> Box<dyn Iterator<Item = usize> + 'c> {
         Box::new(
             self.by_strategy(pod, strategy)
+                .filter(move |&n| !idle_only || self.fits_idle(n, pod))
                 .filter(move |&n| self.admits(n, pod)),
         )
     }
