@@ -71,6 +71,8 @@ pub(crate) struct RunningPods {
     moved: Vec<bool>,
     /// Per job: how many of its pods were moved.
     moved_in: Vec<u32>,
+    /// Per pod, the node it was bound to when the cycle began (`u32::MAX`: none).
+    origin: Vec<u32>,
 }
 
 impl RunningPods {
@@ -91,7 +93,16 @@ impl RunningPods {
             count,
             moved: vec![false; snapshot.pods.len()],
             moved_in: vec![0; jobs.len()],
+            origin: slots
+                .iter()
+                .map(|s| s.as_ref().map_or(u32::MAX, |s| s.node as u32))
+                .collect(),
         }
+    }
+
+    /// Whether `slot` is on the node the pod was bound to when the cycle began.
+    fn at_origin(&self, pod: usize, slot: &Slot) -> bool {
+        self.origin[pod] == slot.node as u32
     }
 
     /// Whether some pod of `job` runs and none was moved: a job being moved is nobody's
@@ -161,23 +172,56 @@ impl Context<'_> {
         let slot = self.slots[pod].take();
         if let Some(slot) = &slot {
             self.running_pods.change(self.snapshot, pod, false);
-            // A bound pod that has not moved holds its own node's room: it leaves it releasing.
-            let p = &self.snapshot.pods[pod];
-            if p.node.is_some() && !self.running_pods.is_moved(pod) {
-                self.state.mark_releasing(slot.node, p, 1);
-            }
+            self.leaves(pod, slot);
         }
         slot
+    }
+
+    /// Room a pod bound before the cycle leaves on its own node is releasing (KAI's
+    /// `NodeInfo.Releasing`), until it comes back.
+    fn leaves(&mut self, pod: usize, slot: &Slot) {
+        if self.running_pods.at_origin(pod, slot) {
+            self.state
+                .mark_releasing(slot.node, &self.snapshot.pods[pod], 1);
+        }
+    }
+
+    /// Checks, in debug builds, that each node's releasing room is what the pods bound there
+    /// before the cycle and away from it now leave.
+    pub(crate) fn check_releasing(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let mut expected = vec![Amounts::default(); self.snapshot.nodes.len()];
+        for (p, &origin) in self.running_pods.origin.iter().enumerate() {
+            let away = self.slots[p]
+                .as_ref()
+                .is_none_or(|s| s.node as u32 != origin);
+            if origin != u32::MAX && away {
+                let e = &mut expected[origin as usize];
+                let r = self.snapshot.pods[p].request;
+                e.gpu += r.gpu;
+                e.cpu += r.cpu;
+                e.memory += r.memory;
+            }
+        }
+        for (n, e) in expected.iter().enumerate() {
+            assert_eq!(self.state.releasing(n), *e, "releasing room on node {n}");
+        }
+    }
+
+    /// Undoes [`Self::leaves`]: the pod holds room on its own node again.
+    fn comes_back(&mut self, pod: usize, slot: &Slot) {
+        if self.running_pods.at_origin(pod, slot) {
+            self.state
+                .mark_releasing(slot.node, &self.snapshot.pods[pod], -1);
+        }
     }
 
     /// Gives a pod a slot (it was without one), keeping the running counts.
     pub(crate) fn put_slot(&mut self, pod: usize, slot: Slot) {
         debug_assert!(self.slots[pod].is_none(), "a pod given a second slot");
-        // A bound pod is only ever given a slot on its own node again.
-        let p = &self.snapshot.pods[pod];
-        if p.node.is_some() {
-            self.state.mark_releasing(slot.node, p, -1);
-        }
+        self.comes_back(pod, &slot);
         self.slots[pod] = Some(slot);
         self.running_pods.change(self.snapshot, pod, true);
     }
@@ -190,6 +234,7 @@ impl Context<'_> {
             "a pod moved while it holds a slot"
         );
         self.running_pods.set_moved(pod, true);
+        self.comes_back(pod, &slot);
         self.slots[pod] = Some(slot);
     }
 
@@ -197,6 +242,9 @@ impl Context<'_> {
     pub(crate) fn unmove(&mut self, pod: usize) -> Option<Slot> {
         let slot = self.slots[pod].take();
         self.running_pods.set_moved(pod, false);
+        if let Some(slot) = &slot {
+            self.leaves(pod, slot);
+        }
         slot
     }
 

@@ -350,9 +350,9 @@ impl Context<'_> {
     /// before the preemptor `job` of `leaf` (its pods `pending`); judged once, as `v` is taken.
     /// KAI's solver runs an allocation over the pending jobs, the preemptor and the victims'
     /// jobs in queue and job order (`common/action.go:
-    /// TryToVirtuallyAllocatePreemptorAndGetVictims` over `GetJobsToAllocate`), skipping the pending jobs but letting them stand for their queue:
-    /// across queues, each queue competes with its first job in job order, at the level where
-    /// their paths split. In one queue, a gang taken whole is below its minimum, as the
+    /// TryToVirtuallyAllocatePreemptorAndGetVictims` over `GetJobsToAllocate`), skipping the
+    /// pending jobs but letting them stand for their queue: across queues, each queue competes
+    /// with its first job in job order, at the level where their paths split. In one queue, a gang taken whole is below its minimum, as the
     /// preemptor is, so it is ahead when its priority is higher, or as high and it is older;
     /// a plain elastic job gives its pods above its minimum one at a time, so it stays at its
     /// minimum and is ahead only with a higher priority.
@@ -594,8 +594,8 @@ impl Context<'_> {
     }
 
     /// With the gang placed, puts back every released victim (but the last) that the gang can do
-    /// without; `early` when victims were placed again before the gang
-    /// ([`Self::place_ahead`]). Returns the gang's slots and the victims it needs.
+    /// without; `early` when victims were placed again before the gang (as they were taken, in
+    /// [`Self::release_until_fit`]). Returns the gang's slots and the victims it needs.
     fn keep_unneeded(
         &mut self,
         job: usize,
@@ -654,7 +654,7 @@ impl Context<'_> {
     /// With the gang placed, places the needed victims again where they fit, job by job in job
     /// order (KAI's by-pod solver runs its allocation over the preemptor and the victims' jobs:
     /// `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`; the jobs that go
-    /// before the preemptor were placed by [`Self::place_ahead`]). A pod placed again is moved,
+    /// before the preemptor were placed as they were taken). A pod placed again is moved,
     /// not evicted, and keeps its queue's allocation, so it must also fit its queue's limits
     /// beside the placed gang (`job` of `leaf`, pods `pending`). Returns the moved victims and
     /// the ones still to evict.

@@ -229,17 +229,21 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         }
     }
     lap("allocate");
+    ctx.check_releasing();
     if actions.consolidation {
         unplaced = ctx.consolidate(unplaced);
         lap("consolidation");
+        ctx.check_releasing();
     }
     if actions.reclaim {
         unplaced = ctx.reclaim(unplaced);
         lap("reclaim");
+        ctx.check_releasing();
     }
     if actions.preempt {
         unplaced = ctx.preempt(unplaced);
         lap("preempt");
+        ctx.check_releasing();
     }
     for u in unplaced {
         ctx.pending_decision(u.job, u.reason);
@@ -247,6 +251,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     let stale_marks = if actions.stale_gang_eviction {
         let marks = ctx.evict_stale_gangs();
         lap("stalegangeviction");
+        ctx.check_releasing();
         marks
     } else {
         Vec::new()

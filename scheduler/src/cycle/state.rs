@@ -241,6 +241,11 @@ impl<'s> ClusterState<'s> {
         }
     }
 
+    /// The room released in this cycle on a node (see [`Self::mark_releasing`]).
+    pub fn releasing(&self, node: usize) -> Amounts {
+        self.releasing[node]
+    }
+
     /// Whether some node has room released in this cycle.
     pub fn any_releasing(&self) -> bool {
         self.releasing_nodes > 0
