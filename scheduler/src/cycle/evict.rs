@@ -374,34 +374,58 @@ impl Context<'_> {
             return self.reverse_job_order_key(v) < self.reverse_job_order_key(job);
         }
         let (mine, theirs) = self.leveled(leaf, vq);
-        let side = |queue: usize, first: usize, pods: &[usize], own: usize| {
-            let first = self.first_waiting(first, own);
-            let job = match first {
-                Some(w) => quantities(&self.init_request(w)),
-                None => quantities(&request_of(self.snapshot, pods)),
-            };
-            Side {
-                queue,
-                job,
-                victims: Quantities::default(),
-            }
+        // Each queue's jobs up to the one in question, in job order, as KAI's solver meets
+        // them: the waiting ones are popped and passed over, so the queue then competes again
+        // with its next job. The victim goes first if its queue reaches it before the
+        // preemptor's queue reaches the preemptor.
+        let theirs_jobs = self.heads_up_to(vq, v, moved);
+        let mine_jobs = self.heads_up_to(leaf, job, pending);
+        let side = |queue: usize, job: Quantities| Side {
+            queue,
+            job,
+            victims: Quantities::default(),
         };
-        compare_keys(
-            &self.order_key(&side(theirs, vq, moved, v)),
-            &self.order_key(&side(mine, leaf, pending, job)),
-        ) == Ordering::Less
+        let (mut t, mut m) = (theirs_jobs.iter(), mine_jobs.iter());
+        let (mut at_t, mut at_m) = (t.next(), m.next());
+        while let (Some(&tj), Some(&mj)) = (at_t, at_m) {
+            let first = compare_keys(
+                &self.order_key(&side(theirs, tj)),
+                &self.order_key(&side(mine, mj)),
+            ) == Ordering::Less;
+            if first {
+                at_t = t.next();
+                if at_t.is_none() {
+                    return true;
+                }
+            } else {
+                at_m = m.next();
+                if at_m.is_none() {
+                    return false;
+                }
+            }
+        }
+        false
     }
 
-    /// The job allocate left waiting in `leaf` that comes before `job` in job order and still
-    /// waits, if any: the job that stands for the queue in KAI's solver order.
-    fn first_waiting(&self, leaf: usize, job: usize) -> Option<usize> {
+    /// The init resources of the jobs allocate left waiting in `leaf` that come before `job`
+    /// in job order and still wait, in that order, then `job`'s own (its pods `pods`).
+    fn heads_up_to(&self, leaf: usize, job: usize, pods: &[usize]) -> Vec<Quantities> {
         let key = self.job_order(job);
-        self.waiting[leaf]
+        let mut before: Vec<usize> = self.waiting[leaf]
             .iter()
             .copied()
             .filter(|&w| w != job && self.job_order(w) < key)
             .filter(|&w| self.jobs[w].pods.iter().any(|&p| self.is_pending(p)))
-            .min_by_key(|&w| self.job_order(w))
+            .collect();
+        before.sort_by_cached_key(|&w| self.job_order(w));
+        before
+            .into_iter()
+            .map(|w| quantities(&self.init_request(w)))
+            .chain(std::iter::once(quantities(&request_of(
+                self.snapshot,
+                pods,
+            ))))
+            .collect()
     }
 
     /// A job's place in KAI's reversed job order: the largest goes first.

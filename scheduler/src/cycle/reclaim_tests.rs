@@ -508,3 +508,82 @@ fn a_victim_whose_queue_goes_first_takes_its_room_back_before_the_reclaimer() {
     assert_eq!(victims(&r), Vec::<String>::new(), "{:#?}", r.decisions);
     assert!(nominated(&r).is_empty(), "{:#?}", r.decisions);
 }
+
+/// In KAI's solver a queue competes with its jobs one after another: a waiting job that comes
+/// first is passed over, and the queue then competes again with its next job.
+///
+/// The reclaimer's side: n (4 GPUs) runs A's a1, a2, a3 (1 GPU each); A has priority 101, quota
+/// 1, weight 0. R (quota 2) has p (2 GPUs, older, held back by a long preemption delay) and r1
+/// (3 GPUs). Fair shares A 1, R 1 + 2 over quota = 3. For r1, with a3 taken: R with p (0 + 2
+/// within its quota of 2) goes before A with a3 (2 + 1 above its quota of 1), so p is passed
+/// over; then R with r1 (3, above quota) against A with a3: both above quota, A's priority
+/// wins, and a3 goes back before r1. So does a2; a1 may not go (A would be at its share), so r1
+/// never fits and nothing is evicted. Judging A against p alone would have evicted a3 and a2.
+#[test]
+fn the_reclaimers_queue_competes_with_each_waiting_job_in_turn() {
+    let p = policy(
+        r#"
+        queue "a" priority=101 { gpu quota=1 weight=0; namespaces "a" }
+        queue "r" { gpu quota=2; namespaces "r" }
+        "#,
+    );
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n", 4)],
+        pods: vec![
+            running(created(pod("a", "a1", 1), 0), "n", 0),
+            running(created(pod("a", "a2", 1), 1), "n", 1),
+            running(created(pod("a", "a3", 1), 2), "n", 2),
+            Pod {
+                group: Some("p".into()),
+                ..created(pod("r", "p", 2), 5)
+            },
+            created(pod("r", "r1", 3), 10),
+        ],
+        groups: vec![PodGroup {
+            namespace: "r".into(),
+            name: "p".into(),
+            min_member: 1,
+            created: 5,
+            preemption_delay: Some(100_000),
+            ..Default::default()
+        }],
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+    assert_eq!(fair, vec![1000, 3000]);
+    assert_eq!(victims(&r), Vec::<String>::new(), "{:#?}", r.decisions);
+}
+
+/// The victim's side of the same rule: n (4 GPUs, full) runs A's a_old (1 GPU) and v (3 GPUs,
+/// newest); A (quota 2, weight 0) also has p_a waiting (1 GPU, between them in job order). R
+/// (quota 1) wants r1 (2 GPUs). Fair shares A 2, R 1 + 1 over quota = 2. With v taken, A with
+/// p_a (1 + 1, within its quota) goes before R with r1 (2, above its quota of 1), so p_a is
+/// passed over; then A with v (4 of an allocatable 2, share 2) against R with r1 (2 of 2,
+/// share 1): R goes first and r1 takes v's room, so v is evicted. Judging R against p_a alone
+/// would have put v straight back and evicted nothing.
+#[test]
+fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=2 weight=0; namespaces "a" }
+        queue "r" { gpu quota=1; namespaces "r" }
+        "#,
+    );
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n", 4)],
+        pods: vec![
+            running(created(pod("a", "a_old", 1), 0), "n", 0),
+            created(pod("a", "p_a", 1), 1),
+            running(created(pod("a", "v", 3), 2), "n", 2),
+            created(pod("r", "r1", 2), 10),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+    assert_eq!(fair, vec![2000, 2000]);
+    assert_eq!(victims(&r), vec!["a/v"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
+}
