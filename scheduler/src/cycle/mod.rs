@@ -230,6 +230,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     }
     lap("allocate");
     ctx.check_releasing();
+    ctx.state.start_pipelining();
     if actions.consolidation {
         unplaced = ctx.consolidate(unplaced);
         lap("consolidation");

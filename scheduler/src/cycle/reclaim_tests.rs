@@ -587,3 +587,50 @@ fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
     assert_eq!(victims(&r), vec!["a/v"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
 }
+
+/// A pod pipelined onto a node takes its releasing room first and leaves its idle room as it
+/// was (KAI's eviction solvers pipeline every task they place; `NodeInfo.addTaskResources`
+/// takes a pipelined task from the releasing vector).
+///
+/// n0 (2 GPUs) and n1 (3 GPUs) run A's gang v, one 2-GPU pod on each: n1 has 1 GPU idle. R
+/// (quota 2) wants a gang of two 1-GPU pods. Capacity 5: A (quota 0) asks 4 and R 2, so fair
+/// shares A 3, R 2; A holds 4, above its share, and v goes whole. r-0 goes to n1, the only node
+/// with idle room; n1 then has 2 free of which v still releases 2, but r-0 took 1 of those, so
+/// its idle GPU is still there and r-1 goes to n1 too. Had r-0 used up the idle GPU, r-1 would
+/// have gone to n0 (binpack's tie, by node order).
+#[test]
+fn a_pipelined_pod_leaves_the_idle_room_to_the_next_one() {
+    let p = policy(
+        r#"
+        queue "a" { gpu; namespaces "a" }
+        queue "r" { gpu quota=2; namespaces "r" }
+        "#,
+    );
+    let (v, vg) = gang("a", "v", 2, 2, 2);
+    let mut pods: Vec<Pod> = v
+        .into_iter()
+        .zip(["n0", "n1"])
+        .map(|(p, n)| running(p, n, 0))
+        .collect();
+    let (r, rg) = gang("r", "r", 2, 1, 2);
+    pods.extend(r.into_iter().map(|p| created(p, 100)));
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n0", 2), node("n1", 3)],
+        pods,
+        groups: vec![vg, PodGroup { created: 100, ..rg }],
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
+    assert_eq!(fair, vec![3000, 2000]);
+    assert_eq!(victims(&r), vec!["a/v-0", "a/v-1"], "{:#?}", r.decisions);
+    assert_eq!(
+        nominated(&r),
+        vec![
+            ("r/r-0".to_string(), "n1".to_string()),
+            ("r/r-1".to_string(), "n1".to_string())
+        ],
+        "{:#?}",
+        r.decisions
+    );
+}

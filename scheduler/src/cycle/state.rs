@@ -83,6 +83,13 @@ pub struct ClusterState<'s> {
     releasing: Vec<Amounts>,
     /// How many nodes have releasing room.
     releasing_nodes: usize,
+    /// Whether placements are pipelines now (the actions that evict: KAI's eviction solvers
+    /// pipeline every task they place, `AllocateJob(.., isPipelineOnly)`).
+    pipelining: bool,
+    /// Per node, what pods pipelined there (placed off their own node while pipelining) take:
+    /// KAI takes it from the node's releasing room and leaves its idle room as it was
+    /// (`NodeInfo.addTaskResources`, a pipelined task).
+    pipelined: Vec<Amounts>,
 }
 
 impl<'s> ClusterState<'s> {
@@ -126,6 +133,8 @@ impl<'s> ClusterState<'s> {
             why_not: Default::default(),
             releasing: vec![Amounts::default(); snapshot.nodes.len()],
             releasing_nodes: 0,
+            pipelining: false,
+            pipelined: vec![Amounts::default(); snapshot.nodes.len()],
         };
         for (n, node) in snapshot.nodes.iter().enumerate() {
             if state.schedulable[n] {
@@ -251,17 +260,18 @@ impl<'s> ClusterState<'s> {
         self.releasing_nodes > 0
     }
 
-    /// Whether a pod fits a node's idle room, its free room less what is being released there
-    /// (KAI's `NodeInfo.IsTaskAllocatable` on the idle vector).
+    /// Whether a pod fits a node's idle room (KAI's `NodeInfo.IsTaskAllocatable` on the idle
+    /// vector): its free room less what is being released there beyond what pods pipelined
+    /// there took (they take releasing room first).
     pub fn fits_idle(&self, node: usize, pod: &Pod) -> bool {
         let r = self.releasing[node];
         if r == Amounts::default() {
             return true;
         }
-        let free = self.nodes[node].free;
-        free.gpu - r.gpu >= pod.request.gpu
-            && free.cpu - r.cpu >= pod.request.cpu
-            && free.memory - r.memory >= pod.request.memory
+        let (free, p) = (self.nodes[node].free, self.pipelined[node]);
+        free.gpu - r.gpu + p.gpu >= pod.request.gpu
+            && free.cpu - r.cpu + p.cpu >= pod.request.cpu
+            && free.memory - r.memory + p.memory >= pod.request.memory
     }
 
     /// What is free on all schedulable nodes together.
@@ -398,11 +408,30 @@ impl<'s> ClusterState<'s> {
     /// Places a pod on a slot.
     pub fn take(&mut self, slot: &Slot, pod: &Pod) {
         self.apply_indexed(slot, pod, -1);
+        self.pipeline(slot, pod, 1);
     }
 
     /// Frees what a pod held.
     pub fn release(&mut self, slot: &Slot, pod: &Pod) {
         self.apply_indexed(slot, pod, 1);
+        self.pipeline(slot, pod, -1);
+    }
+
+    /// From now on, placements off a pod's own node are pipelines (see [`Self::pipelined`]).
+    pub fn start_pipelining(&mut self) {
+        self.pipelining = true;
+    }
+
+    /// Counts a pod placed (`sign` 1) or taken back (-1) as pipelined while pipelining, unless
+    /// the node is its own (a pod back where it runs is not pipelined).
+    fn pipeline(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
+        if !self.pipelining || pod.node.as_deref() == Some(self.meta[slot.node].name.as_str()) {
+            return;
+        }
+        let p = &mut self.pipelined[slot.node];
+        p.gpu += sign * pod.request.gpu;
+        p.cpu += sign * pod.request.cpu;
+        p.memory += sign * pod.request.memory;
     }
 
     /// The devices a pod would take on a node [`Self::candidates`] gave for it (schedulable,
