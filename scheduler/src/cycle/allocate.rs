@@ -54,9 +54,9 @@ pub(crate) struct Context<'a> {
     /// Per job, how many of its pods run (see [`Self::runs`]); kept by [`Self::take_slot`] and
     /// [`Self::put_slot`], so that the victim searches ask it in one step, not per pod.
     pub running_pods: RunningPods,
-    /// Per leaf queue, the jobs allocate could not place, in the order it tried them: the
-    /// pending jobs KAI's eviction solvers order together with the preemptor
-    /// (`common/action.go: GetJobsToAllocate`).
+    /// Per leaf queue, the jobs with pods still waiting after allocate, whatever kept them:
+    /// the pending jobs KAI's eviction solvers order together with the preemptor
+    /// (`common/action.go: GetJobsToAllocate` over `GetAllPendingJobs`).
     pub waiting: Vec<Vec<usize>>,
 }
 

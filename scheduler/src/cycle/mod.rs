@@ -223,9 +223,12 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         waiting: vec![Vec::new(); policy.queues.len()],
     };
     let mut unplaced = ctx.allocate();
-    for u in &unplaced {
-        if let Ok(leaf) = jobs[u.job].queue {
-            ctx.waiting[leaf].push(u.job);
+    // Every job with a pod still waiting, whatever kept it (KAI's `GetAllPendingJobs`).
+    for (j, job) in jobs.iter().enumerate() {
+        if let Ok(leaf) = job.queue
+            && job.pods.iter().any(|&p| ctx.is_pending(p))
+        {
+            ctx.waiting[leaf].push(j);
         }
     }
     lap("allocate");
