@@ -16,6 +16,11 @@ fn victims(r: &CycleResult) -> Vec<String> {
     evicted(r).into_iter().map(|(pod, _)| pod).collect()
 }
 
+/// Each queue's GPU fair share, in thousandths.
+fn gpu_fair_shares(r: &CycleResult) -> Vec<i64> {
+    r.shares.queues.iter().map(|q| q.gpu.fair_share).collect()
+}
+
 fn nominated(r: &CycleResult) -> Vec<(String, String)> {
     r.decisions
         .iter()
@@ -104,8 +109,7 @@ fn a_reclaimer_within_quota_takes_from_a_queue_above_its_quota() {
         groups: vec![],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![4000, 5000, 1000]);
+    assert_eq!(gpu_fair_shares(&r), vec![4000, 5000, 1000]);
     assert_eq!(victims(&r), vec!["b/b5", "b/b4"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("a/a3".to_string(), "n2".to_string())]);
 }
@@ -262,8 +266,7 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
         groups: vec![],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![0, 2000, 2000]);
+    assert_eq!(gpu_fair_shares(&r), vec![0, 2000, 2000]);
     let moves: Vec<(String, String, String)> = r
         .decisions
         .iter()
@@ -332,8 +335,7 @@ fn a_victim_that_may_only_move_stays_when_it_fits_nowhere_else() {
         groups: vec![],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![2000, 3000, 3000]);
+    assert_eq!(gpu_fair_shares(&r), vec![2000, 3000, 3000]);
     assert!(
         !r.decisions
             .iter()
@@ -388,8 +390,7 @@ fn a_job_asking_fewer_mig_instances_than_one_that_failed_is_still_tried() {
         groups: vec![],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![0, 2000]);
+    assert_eq!(gpu_fair_shares(&r), vec![0, 2000]);
     assert_eq!(victims(&r), vec!["a/w"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("r/r2".to_string(), "m".to_string())]);
 }
@@ -432,8 +433,7 @@ fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
         groups: vec![],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![1000, 2000]);
+    assert_eq!(gpu_fair_shares(&r), vec![1000, 2000]);
     let reclaimed: Vec<String> = r
         .decisions
         .iter()
@@ -497,8 +497,7 @@ fn a_victim_whose_queue_goes_first_takes_its_room_back_before_the_reclaimer() {
             groups: vec![],
         };
         let r = cycle(&p, &s, 3600);
-        let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-        assert_eq!(fair, vec![1000, 2000]);
+        assert_eq!(gpu_fair_shares(&r), vec![1000, 2000]);
         r
     };
     let r = run(100);
@@ -550,8 +549,7 @@ fn the_reclaimers_queue_competes_with_each_waiting_job_in_turn() {
         }],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![1000, 3000]);
+    assert_eq!(gpu_fair_shares(&r), vec![1000, 3000]);
     assert_eq!(victims(&r), Vec::<String>::new(), "{:#?}", r.decisions);
 }
 
@@ -582,8 +580,7 @@ fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
         groups: vec![],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![2000, 2000]);
+    assert_eq!(gpu_fair_shares(&r), vec![2000, 2000]);
     assert_eq!(victims(&r), vec!["a/v"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
 }
@@ -621,8 +618,7 @@ fn a_pipelined_pod_leaves_the_idle_room_to_the_next_one() {
         groups: vec![vg, PodGroup { created: 100, ..rg }],
     };
     let r = cycle(&p, &s, 3600);
-    let fair: Vec<i64> = r.shares.queues.iter().map(|q| q.gpu.fair_share).collect();
-    assert_eq!(fair, vec![3000, 2000]);
+    assert_eq!(gpu_fair_shares(&r), vec![3000, 2000]);
     assert_eq!(victims(&r), vec!["a/v-0", "a/v-1"], "{:#?}", r.decisions);
     assert_eq!(
         nominated(&r),
