@@ -587,12 +587,18 @@ impl Context<'_> {
                 }
                 return false;
             }
-            let for_job = &self.jobs[job].key;
+            let for_job = self.jobs[job].key.clone();
             for (_, from, to) in &moved {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
                     if to.node != from.node {
-                        let moved = self.move_decision(*p, from.node, to.node, for_job);
+                        let moved = self.move_decision(*p, from.node, to.node, &for_job);
                         self.decisions.push(moved);
+                    } else if self.running_pods.is_moved(*p) {
+                        // A victim placed back where it runs before the gang was kept out of
+                        // this attempt's victims; it runs on, and may be a victim again (KAI's
+                        // `Unevict`).
+                        let slot = self.unmove(*p).expect("a moved pod holds its new slot");
+                        self.put_slot(*p, slot);
                     }
                 }
             }

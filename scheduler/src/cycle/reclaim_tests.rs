@@ -630,3 +630,77 @@ fn a_pipelined_pod_leaves_the_idle_room_to_the_next_one() {
         r.decisions
     );
 }
+
+/// A victim placed back where it runs before the reclaimer (KAI's solver order) is not evicted
+/// and runs on: KAI un-evicts it (`Statement.Unevict`), so a later action of the same cycle may
+/// still take it.
+///
+/// n0 (2 GPUs) runs A's e (1 GPU, priority 50) and B's b1 (1 GPU); n1 (2 GPUs) runs B's b2 (2
+/// GPUs, newer). A (priority 101, no quota or weight in any resource) also waits with c (1 GPU,
+/// priority 500); R (GPU quota 1) wants r (2 GPUs). Capacity 4: fair shares A 0, R 1 + 1 = 2,
+/// B the remaining 2. A holds more than its share of 0 in every resource, so it is the last
+/// queue in the order and gives first: e. With e taken, A (with c, then e) and R (with r) are
+/// both above quota, and A's priority puts it first: e goes back onto n0 before r. Then b2
+/// (B holds 3 of its 2): B with b2 (3 of 2) against R with r (2 of 2): R goes first, and r
+/// takes n1. Preempt then takes e for c, as if reclaim had never looked at it.
+#[test]
+fn a_victim_put_back_before_the_reclaimer_may_still_be_preempted() {
+    let p = policy(
+        r#"
+        priority-class "low" value=50
+        priority-class "high" value=500 preemptible=#true
+        queue "a" priority=101 { gpu quota=0 weight=0; cpu quota=0 weight=0; memory quota=0 weight=0; namespaces "a" }
+        queue "b" { gpu; namespaces "b" }
+        queue "r" { gpu quota=1; namespaces "r" }
+        "#,
+    );
+    let class = |p: Pod, c: &str| Pod {
+        priority_class: Some(c.into()),
+        ..p
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n0", 2), node("n1", 2)],
+        pods: vec![
+            running(class(created(pod("a", "e", 1), 0), "low"), "n0", 0),
+            running(created(pod("b", "b1", 1), 1), "n0", 1),
+            running(created(pod("b", "b2", 2), 2), "n1", 2),
+            class(created(pod("a", "c", 1), 5), "high"),
+            created(pod("r", "r", 2), 10),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![0, 2000, 2000]);
+    let why: Vec<(String, &str)> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict { pod, reason, .. } => Some((
+                pod.clone(),
+                match reason {
+                    EvictReason::Reclaim { .. } => "reclaim",
+                    EvictReason::Preempt { .. } => "preempt",
+                    _ => "other",
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        why,
+        vec![
+            ("b/b2".to_string(), "reclaim"),
+            ("a/e".to_string(), "preempt")
+        ],
+        "{:#?}",
+        r.decisions
+    );
+    assert_eq!(
+        nominated(&r),
+        vec![
+            ("r/r".to_string(), "n1".to_string()),
+            ("a/c".to_string(), "n0".to_string())
+        ]
+    );
+}
