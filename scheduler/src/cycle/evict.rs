@@ -528,7 +528,7 @@ impl Context<'_> {
             if victim.reason.is_some()
                 && self.goes_before(victim.job, &victim.pods, job, leaf, pending)
             {
-                // Moved, even back onto its own node, it is nobody's victim again.
+                // Marked moved, even back on its own node, so this attempt does not take it again.
                 let (gone, stay) = self.move_job(vec![(victim, freed)], true);
                 early.extend(gone);
                 early_failed.extend(stay);
@@ -719,7 +719,7 @@ impl Context<'_> {
     /// Places the released pods of one victim job (`units`) again where they fit: together if
     /// they can; otherwise one at a time in pod order, as many as fit, so long as the job keeps
     /// its minimum (KAI's `AllocateJob`). With `always_moved`, a pod that lands on its own node
-    /// counts as moved too (nobody's victim again in the cycle). Returns the pods placed, as a
+    /// counts as moved too (no victim again in this attempt). Returns the pods placed, as a
     /// move, and the ones to evict.
     fn move_job(
         &mut self,
