@@ -350,12 +350,12 @@ impl Context<'_> {
     /// before the preemptor `job` of `leaf` (its pods `pending`); judged once, as `v` is taken.
     /// KAI's solver runs an allocation over the pending jobs, the preemptor and the victims'
     /// jobs in queue and job order (`common/action.go:
-    /// TryToVirtuallyAllocatePreemptorAndGetVictims` over `GetJobsToAllocate`), skipping the
-    /// pending jobs but letting them stand for their queue: across queues, each queue competes
-    /// with its first job in job order, at the level where their paths split. In one queue, a gang taken whole is below its minimum, as the
-    /// preemptor is, so it is ahead when its priority is higher, or as high and it is older;
-    /// a plain elastic job gives its pods above its minimum one at a time, so it stays at its
-    /// minimum and is ahead only with a higher priority.
+    /// TryToVirtuallyAllocatePreemptorAndGetVictims` over `GetJobsToAllocate`), passing over
+    /// the pending jobs: across queues, compared at the level where their paths split, each
+    /// queue competes with its jobs in turn. In one queue, a gang taken whole is below its
+    /// minimum, as the preemptor is, so it is ahead when its priority is higher, or as high and
+    /// it is older; a plain elastic job gives its pods above its minimum one at a time, so it
+    /// stays at its minimum and is ahead only with a higher priority.
     pub(crate) fn goes_before(
         &self,
         v: usize,

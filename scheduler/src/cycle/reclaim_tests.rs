@@ -649,7 +649,12 @@ fn a_victim_put_back_before_the_reclaimer_may_still_be_preempted() {
         r#"
         priority-class "low" value=50
         priority-class "high" value=500 preemptible=#true
-        queue "a" priority=101 { gpu quota=0 weight=0; cpu quota=0 weight=0; memory quota=0 weight=0; namespaces "a" }
+        queue "a" priority=101 {
+            gpu quota=0 weight=0
+            cpu quota=0 weight=0
+            memory quota=0 weight=0
+            namespaces "a"
+        }
         queue "b" { gpu; namespaces "b" }
         queue "r" { gpu quota=1; namespaces "r" }
         "#,
