@@ -71,8 +71,6 @@ pub(crate) struct RunningPods {
     moved: Vec<bool>,
     /// Per job: how many of its pods were moved.
     moved_in: Vec<u32>,
-    /// Per pod, the node it was bound to when the cycle began (`u32::MAX`: none).
-    origin: Vec<u32>,
 }
 
 impl RunningPods {
@@ -93,16 +91,7 @@ impl RunningPods {
             count,
             moved: vec![false; snapshot.pods.len()],
             moved_in: vec![0; jobs.len()],
-            origin: slots
-                .iter()
-                .map(|s| s.as_ref().map_or(u32::MAX, |s| s.node as u32))
-                .collect(),
         }
-    }
-
-    /// Whether `slot` is on the node the pod was bound to when the cycle began.
-    fn at_origin(&self, pod: usize, slot: &Slot) -> bool {
-        self.origin[pod] == slot.node as u32
     }
 
     /// Whether some pod of `job` runs and none was moved: a job being moved is nobody's
@@ -170,20 +159,10 @@ impl Context<'_> {
     /// Takes a pod's slot away (the pod leaves its node), keeping the running counts.
     pub(crate) fn take_slot(&mut self, pod: usize) -> Option<Slot> {
         let slot = self.slots[pod].take();
-        if let Some(slot) = &slot {
+        if slot.is_some() {
             self.running_pods.change(self.snapshot, pod, false);
-            self.leaves(pod, slot);
         }
         slot
-    }
-
-    /// Room a pod bound before the cycle leaves on its own node is releasing (KAI's
-    /// `NodeInfo.Releasing`), until it comes back.
-    fn leaves(&mut self, pod: usize, slot: &Slot) {
-        if self.running_pods.at_origin(pod, slot) {
-            self.state
-                .mark_releasing(slot.node, &self.snapshot.pods[pod], 1);
-        }
     }
 
     /// Checks, in debug builds, that each node's releasing room is what the pods bound there
@@ -192,17 +171,23 @@ impl Context<'_> {
         if !cfg!(debug_assertions) {
             return;
         }
+        let index: std::collections::HashMap<&str, usize> = self
+            .snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
         let mut expected = vec![Amounts::default(); self.snapshot.nodes.len()];
-        for (p, &origin) in self.running_pods.origin.iter().enumerate() {
-            let away = self.slots[p]
-                .as_ref()
-                .is_none_or(|s| s.node as u32 != origin);
-            if origin != u32::MAX && away {
-                let e = &mut expected[origin as usize];
-                let r = self.snapshot.pods[p].request;
-                e.gpu += r.gpu;
-                e.cpu += r.cpu;
-                e.memory += r.memory;
+        for (p, pod) in self.snapshot.pods.iter().enumerate() {
+            let Some(&home) = pod.node.as_deref().and_then(|n| index.get(n)) else {
+                continue;
+            };
+            if self.slots[p].as_ref().is_none_or(|s| s.node != home) {
+                let e = &mut expected[home];
+                e.gpu += pod.request.gpu;
+                e.cpu += pod.request.cpu;
+                e.memory += pod.request.memory;
             }
         }
         for (n, e) in expected.iter().enumerate() {
@@ -210,18 +195,9 @@ impl Context<'_> {
         }
     }
 
-    /// Undoes [`Self::leaves`]: the pod holds room on its own node again.
-    fn comes_back(&mut self, pod: usize, slot: &Slot) {
-        if self.running_pods.at_origin(pod, slot) {
-            self.state
-                .mark_releasing(slot.node, &self.snapshot.pods[pod], -1);
-        }
-    }
-
     /// Gives a pod a slot (it was without one), keeping the running counts.
     pub(crate) fn put_slot(&mut self, pod: usize, slot: Slot) {
         debug_assert!(self.slots[pod].is_none(), "a pod given a second slot");
-        self.comes_back(pod, &slot);
         self.slots[pod] = Some(slot);
         self.running_pods.change(self.snapshot, pod, true);
     }
@@ -234,7 +210,6 @@ impl Context<'_> {
             "a pod moved while it holds a slot"
         );
         self.running_pods.set_moved(pod, true);
-        self.comes_back(pod, &slot);
         self.slots[pod] = Some(slot);
     }
 
@@ -242,14 +217,16 @@ impl Context<'_> {
     pub(crate) fn unmove(&mut self, pod: usize) -> Option<Slot> {
         let slot = self.slots[pod].take();
         self.running_pods.set_moved(pod, false);
-        if let Some(slot) = &slot {
-            self.leaves(pod, slot);
-        }
         slot
     }
 
+    /// Whether some pod of a job still waits.
+    pub(crate) fn waits(&self, job: usize) -> bool {
+        self.jobs[job].pods.iter().any(|&p| self.is_pending(p))
+    }
+
     /// Whether a pod waits: not bound before the cycle, not placed in it.
-    pub(crate) fn is_pending(&self, pod: usize) -> bool {
+    fn is_pending(&self, pod: usize) -> bool {
         self.slots[pod].is_none() && self.snapshot.pods[pod].node.is_none()
     }
 

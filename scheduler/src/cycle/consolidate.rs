@@ -31,7 +31,7 @@ impl Context<'_> {
         let mut victims: Vec<usize> = (0..self.jobs.len())
             .filter(|&v| self.movable(v) && self.is_running(v))
             .collect();
-        victims.sort_by_cached_key(|&v| std::cmp::Reverse(self.reverse_job_order_key(v)));
+        victims.sort_by_cached_key(|&v| std::cmp::Reverse(self.job_order(v)));
         let mut failed = super::evict::FailedJobs::default();
         for u in unplaced {
             // KAI consolidates only for preemptible pending jobs (`FilterNonPreemptible`) past
@@ -163,11 +163,7 @@ impl Context<'_> {
         let mut order: Vec<usize> = (0..released.len()).collect();
         order.sort_by_cached_key(|&i| {
             let (p, _, v) = released[i];
-            (
-                self.reverse_job_order_key(v),
-                self.snapshot.pods[p].created,
-                p,
-            )
+            (self.job_order(v), self.snapshot.pods[p].created, p)
         });
         let mut to: Vec<Option<Slot>> = vec![None; released.len()];
         for &i in &order {

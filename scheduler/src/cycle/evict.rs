@@ -3,7 +3,7 @@
 //! the placement is nominated (pipelined) onto the room the victims are still releasing. If the
 //! gang never fits, everything is put back. Also preempt and stale-gang eviction.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Ordering;
 
 use kai_policy_compiler::quantity::ResourceKind;
 
@@ -371,7 +371,7 @@ impl Context<'_> {
             if self.is_elastic(v) && self.jobs[v].gang.is_none() {
                 return self.jobs[v].priority > self.jobs[job].priority;
             }
-            return self.reverse_job_order_key(v) < self.reverse_job_order_key(job);
+            return self.job_order(v) < self.job_order(job);
         }
         let (mine, theirs) = self.leveled(leaf, vq);
         // Each queue's jobs up to the one in question, in job order, as KAI's solver meets
@@ -415,7 +415,7 @@ impl Context<'_> {
             .iter()
             .copied()
             .filter(|&w| w != job && self.job_order(w) < key)
-            .filter(|&w| self.jobs[w].pods.iter().any(|&p| self.is_pending(p)))
+            .filter(|&w| self.waits(w))
             .collect();
         before.sort_by_cached_key(|&w| self.job_order(w));
         before
@@ -426,15 +426,6 @@ impl Context<'_> {
                 pods,
             ))))
             .collect()
-    }
-
-    /// A job's place in KAI's reversed job order: the largest goes first.
-    pub(crate) fn reverse_job_order_key(
-        &self,
-        job: usize,
-    ) -> (Reverse<i32>, Ordering, Time, usize) {
-        let j = &self.jobs[job];
-        (Reverse(j.priority), self.min_state(job), j.created, job)
     }
 
     /// The next victim unit among `candidates` (jobs of one queue, each with whether its
@@ -478,7 +469,7 @@ impl Context<'_> {
                 }
                 Some((v, active))
             })
-            .max_by_key(|&(v, _)| self.reverse_job_order_key(v))?;
+            .max_by_key(|&(v, _)| self.job_order(v))?;
         if let Some(at) = units.iter().position(|(u, _)| *u == v) {
             return Some(units.swap_remove(at));
         }
@@ -695,7 +686,7 @@ impl Context<'_> {
         pending: &[usize],
         mut needed: Vec<Released>,
     ) -> (Vec<Moved>, Vec<Released>) {
-        needed.sort_by_cached_key(|(v, _)| self.reverse_job_order_key(v.job));
+        needed.sort_by_cached_key(|(v, _)| self.job_order(v.job));
         let gang = request_of(self.snapshot, pending);
         let preemptible = self.jobs[job].preemptible;
         self.used.add(self.policy, leaf, gang, preemptible, 1);

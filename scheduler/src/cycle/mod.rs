@@ -226,7 +226,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     // Every job with a pod still waiting, whatever kept it (KAI's `GetAllPendingJobs`).
     for (j, job) in jobs.iter().enumerate() {
         if let Ok(leaf) = job.queue
-            && job.pods.iter().any(|&p| ctx.is_pending(p))
+            && ctx.waits(j)
         {
             ctx.waiting[leaf].push(j);
         }

@@ -349,7 +349,7 @@ impl Context<'_> {
         }
         for leaf in pool.values_mut() {
             leaf.jobs
-                .sort_by_cached_key(|&v| Reverse(self.reverse_job_order_key(v)));
+                .sort_by_cached_key(|&v| Reverse(self.job_order(v)));
         }
         pool
     }

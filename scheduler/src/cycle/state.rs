@@ -236,7 +236,7 @@ impl<'s> ClusterState<'s> {
 
     /// Counts a pod bound on `node` as released from it in this cycle (`sign` 1), or back
     /// (`sign` -1).
-    pub fn mark_releasing(&mut self, node: usize, pod: &Pod, sign: i64) {
+    fn mark_releasing(&mut self, node: usize, pod: &Pod, sign: i64) {
         let was = self.releasing[node] != Amounts::default();
         let r = &mut self.releasing[node];
         r.gpu += sign * pod.request.gpu;
@@ -250,7 +250,7 @@ impl<'s> ClusterState<'s> {
         }
     }
 
-    /// The room released in this cycle on a node (see [`Self::mark_releasing`]).
+    /// The room released in this cycle on a node (see [`Self::track`]).
     pub fn releasing(&self, node: usize) -> Amounts {
         self.releasing[node]
     }
@@ -408,30 +408,33 @@ impl<'s> ClusterState<'s> {
     /// Places a pod on a slot.
     pub fn take(&mut self, slot: &Slot, pod: &Pod) {
         self.apply_indexed(slot, pod, -1);
-        self.pipeline(slot, pod, 1);
+        self.track(slot, pod, 1);
     }
 
     /// Frees what a pod held.
     pub fn release(&mut self, slot: &Slot, pod: &Pod) {
         self.apply_indexed(slot, pod, 1);
-        self.pipeline(slot, pod, -1);
+        self.track(slot, pod, -1);
     }
 
-    /// From now on, placements off a pod's own node are pipelines (see [`Self::pipelined`]).
+    /// From now on, placements off a pod's own node are pipelines (see [`Self::track`]).
     pub fn start_pipelining(&mut self) {
         self.pipelining = true;
     }
 
-    /// Counts a pod placed (`sign` 1) or taken back (-1) as pipelined while pipelining, unless
-    /// the node is its own (a pod back where it runs is not pipelined).
-    fn pipeline(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
-        if !self.pipelining || pod.node.as_deref() == Some(self.meta[slot.node].name.as_str()) {
-            return;
+    /// Keeps the releasing and pipelined room as a pod is placed (`sign` 1) or taken off
+    /// (-1). On the node it is bound to, leaving makes its room releasing (KAI's
+    /// `NodeInfo.Releasing`) and coming back undoes that (KAI's `Unevict`); elsewhere, while
+    /// pipelining, it is pipelined there.
+    fn track(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
+        if pod.node.as_deref() == Some(self.meta[slot.node].name.as_str()) {
+            self.mark_releasing(slot.node, pod, -sign);
+        } else if self.pipelining {
+            let p = &mut self.pipelined[slot.node];
+            p.gpu += sign * pod.request.gpu;
+            p.cpu += sign * pod.request.cpu;
+            p.memory += sign * pod.request.memory;
         }
-        let p = &mut self.pipelined[slot.node];
-        p.gpu += sign * pod.request.gpu;
-        p.cpu += sign * pod.request.cpu;
-        p.memory += sign * pod.request.memory;
     }
 
     /// The devices a pod would take on a node [`Self::candidates`] gave for it (schedulable,
