@@ -278,6 +278,7 @@ fn bench_prints_its_report() {
         "bound",
         "pods_per_second",
         "first_fit_ms",
+        "decisions",
     ] {
         assert!(doc.get(key).is_some(), "{key} in {doc}");
     }

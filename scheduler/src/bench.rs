@@ -244,6 +244,9 @@ pub struct Report {
     pub pods_per_second: f64,
     /// Median wall time of the bare first-fit pass over the same pending pods.
     pub first_fit_ms: f64,
+    /// A digest of the cycle's decisions, in order, pending reasons included: a change meant
+    /// only to make the cycle faster must leave it as it was.
+    pub decisions: String,
     /// `reclaim` or `steady` for those scenarios.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario: Option<&'static str>,
@@ -317,8 +320,8 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
         let t = Instant::now();
         let result = cycle::run(&cycle);
         cycle_times.push(ms(t));
-        let counts = Counts::of(&result.decisions);
-        if outcome.is_some_and(|o| o != counts) {
+        let counts = (Counts::of(&result.decisions), digest(&result.decisions));
+        if outcome.as_ref().is_some_and(|o| *o != counts) {
             return Err("the cycle decided differently on the same snapshot".to_string());
         }
         outcome = Some(counts);
@@ -335,7 +338,7 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
         first_fit_times.push(ms(t));
         first_fit_bound = placed.iter().filter(|p| p.is_some()).count();
     }
-    let counts = outcome.unwrap_or_default();
+    let (counts, decisions) = outcome.unwrap_or_default();
     let cycle_ms = median(&mut cycle_times);
     let bound = match scenario {
         Scenario::Allocate => counts.bound,
@@ -359,6 +362,7 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
             0.0
         },
         first_fit_ms: round3(median(&mut first_fit_times)),
+        decisions,
         scenario: evicting.then_some(scenario.name()),
         evicted: evicting.then_some(counts.evicted),
         moved: evicting.then_some(counts.moved),
@@ -375,6 +379,16 @@ pub fn measure(shape: &Shape, scenario: Scenario, cycles: usize) -> Result<Repor
         cycles,
         generate_ms: round3(generate_ms),
     })
+}
+
+/// FNV-1a (64 bits) over the decisions as `Debug` prints them, in hex: equal digests mean equal
+/// decisions in the same order, whatever the cycle's code.
+fn digest(decisions: &[Decision]) -> String {
+    let text = format!("{decisions:?}");
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 /// How many decisions of each kind a cycle took.
@@ -491,6 +505,14 @@ fn human(r: &Report, shape: &Shape, scenario: Scenario) -> String {
         );
     }
     row(&mut out, "pods/second", format!("{:.0}", r.pods_per_second));
+    row(
+        &mut out,
+        "decisions",
+        format!(
+            "{} (digest: equal when the cycle decides the same)",
+            r.decisions
+        ),
+    );
     row(
         &mut out,
         "first fit",

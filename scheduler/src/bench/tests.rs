@@ -182,6 +182,7 @@ fn the_json_report_has_exactly_the_documented_keys() {
         "bound",
         "pods_per_second",
         "first_fit_ms",
+        "decisions",
     ];
     let mut sorted = keys.clone();
     sorted.sort_unstable();
@@ -213,6 +214,7 @@ fn the_human_report_names_every_figure() {
         "bound",
         "pods/second",
         "first fit",
+        "decisions",
     ] {
         assert!(text.contains(needle), "{needle} in\n{text}");
     }
@@ -436,4 +438,24 @@ fn the_steady_scenario_refuses_more_pods_than_its_nodes_can_run() {
     };
     let e = Shape::from_args(&args).unwrap_err();
     assert!(e.contains("--pods must be at most 466 for 10 nodes"), "{e}");
+}
+
+#[test]
+fn the_decisions_digest_is_the_same_for_the_same_cluster_and_differs_for_another() {
+    let digest = |seed: u64| {
+        let args = BenchArgs {
+            nodes: Some(30),
+            scenario: Scenario::Steady,
+            queues: Some(12),
+            seed,
+            cycles: 1,
+            format: BenchFormat::Json,
+            ..BenchArgs::default()
+        };
+        let value: serde_json::Value = serde_json::from_str(&run(&args).unwrap()).unwrap();
+        value["decisions"].as_str().unwrap().to_string()
+    };
+    assert_eq!(digest(1), digest(1));
+    assert_ne!(digest(1), digest(2));
+    assert_eq!(digest(1).len(), 16);
 }
