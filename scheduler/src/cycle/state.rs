@@ -648,25 +648,24 @@ impl<'s> ClusterState<'s> {
         if pod.request.gpu > 0 && !pod.fractional {
             let need = ((pod.request.gpu + DEVICE - 1) / DEVICE) as u32;
             let range = self.by_gpu.range((need, 0)..);
+            let keyed = move |&(k, n): &(u32, usize)| (i64::from(k), n);
+            let gpu_ok = move |n: usize| self.nodes[n].whole >= need;
             match strategy {
-                Strategy::Binpack => Box::new(range.map(|&(_, n)| n)),
-                Strategy::Spread => Box::new(range.rev().map(|&(_, n)| n)),
+                Strategy::Binpack => self.with_cpu(pod, range.map(keyed), gpu_ok, strategy),
+                Strategy::Spread => self.with_cpu(pod, range.rev().map(keyed), gpu_ok, strategy),
             }
         } else if pod.request.gpu > 0 {
             let need = pod.request.gpu;
             let (share, count) = (pod.share_per_device(), pod.shared_devices.max(1) as usize);
-            let fits = move |n: &usize| {
-                self.nodes[*n]
-                    .devices
-                    .iter()
-                    .filter(|&&f| f >= share)
-                    .count()
-                    >= count
+            let gpu_ok = move |n: usize| {
+                let node = &self.nodes[n];
+                node.free.gpu >= need
+                    && node.devices.iter().filter(|&&f| f >= share).count() >= count
             };
-            let range = self.by_free_gpu.range((need, 0)..);
+            let range = self.by_free_gpu.range((need, 0)..).copied();
             match strategy {
-                Strategy::Binpack => Box::new(range.map(|&(_, n)| n).filter(fits)),
-                Strategy::Spread => Box::new(range.rev().map(|&(_, n)| n).filter(fits)),
+                Strategy::Binpack => self.with_cpu(pod, range, gpu_ok, strategy),
+                Strategy::Spread => self.with_cpu(pod, range.rev(), gpu_ok, strategy),
             }
         } else {
             let range = self.by_cpu.range((pod.request.cpu, 0)..);
@@ -675,6 +674,45 @@ impl<'s> ClusterState<'s> {
                 Strategy::Spread => Box::new(range.rev().map(|&(_, n)| n)),
             }
         }
+    }
+
+    /// The nodes of a GPU index range (`(key, node)` in strategy order) that pass `gpu_ok` and
+    /// have the pod's CPU free, in the same order. On a cluster whose CPU is nearly all taken,
+    /// most nodes with GPUs free have too little CPU: the CPU index is walked beside the range,
+    /// and when it runs out first, its nodes are all that can follow, sorted into the range's
+    /// order.
+    fn with_cpu<'c>(
+        &'c self,
+        pod: &Pod,
+        range: impl Iterator<Item = (i64, usize)> + 'c,
+        gpu_ok: impl Fn(usize) -> bool + 'c,
+        strategy: Strategy,
+    ) -> Box<dyn Iterator<Item = usize> + 'c> {
+        let (cpu, whole) = (pod.request.cpu, !pod.fractional);
+        if cpu <= 0 {
+            // Every node is in the CPU index's range: nothing to walk beside.
+            return Box::new(
+                range
+                    .map(|(_, n)| n)
+                    .filter(move |&n| self.nodes[n].free.cpu >= cpu && gpu_ok(n)),
+            );
+        }
+        Box::new(WithCpu {
+            range,
+            cpu_side: Some(self.by_cpu.range((cpu, 0)..).map(|&(_, n)| n)),
+            seen: Vec::new(),
+            at: None,
+            rest: None,
+            keep: move |n: usize| self.nodes[n].free.cpu >= cpu && gpu_ok(n),
+            key: move |n: usize| {
+                if whole {
+                    i64::from(self.nodes[n].whole)
+                } else {
+                    self.nodes[n].free.gpu
+                }
+            },
+            ascending: strategy == Strategy::Binpack,
+        })
     }
 
     /// What a node lacks for a pod (zero where it has enough).
@@ -720,3 +758,79 @@ fn ports_collide(a: &HostPort, b: &HostPort) -> bool {
         && a.protocol == b.protocol
         && (wildcard(&a.ip) || wildcard(&b.ip) || a.ip == b.ip)
 }
+
+/// See [`ClusterState::with_cpu`].
+struct WithCpu<R, C, K, F> {
+    /// The GPU index range, in strategy order.
+    range: R,
+    /// The nodes with the pod's CPU free, in any order; `None` once it has run out.
+    cpu_side: Option<C>,
+    /// The nodes `cpu_side` gave so far.
+    seen: Vec<usize>,
+    /// The last `(key, node)` the range gave: what follows comes after it in strategy order.
+    at: Option<(i64, usize)>,
+    /// Once `cpu_side` ran out: the nodes left, in strategy order.
+    rest: Option<std::vec::IntoIter<usize>>,
+    /// Whether a node of the range is a candidate.
+    keep: F,
+    /// A node's key in the range.
+    key: K,
+    /// Binpack (keys ascending) or spread (descending).
+    ascending: bool,
+}
+
+impl<R, C, K, F> Iterator for WithCpu<R, C, K, F>
+where
+    R: Iterator<Item = (i64, usize)>,
+    C: Iterator<Item = usize>,
+    K: Fn(usize) -> i64,
+    F: Fn(usize) -> bool,
+{
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        loop {
+            if let Some(rest) = &mut self.rest {
+                return rest.next();
+            }
+            if let Some(side) = &mut self.cpu_side {
+                match side.next() {
+                    Some(n) => self.seen.push(n),
+                    None => {
+                        self.cpu_side = None;
+                        let ascending = self.ascending;
+                        let after = |k: (i64, usize), at: (i64, usize)| {
+                            if ascending { k > at } else { k < at }
+                        };
+                        let mut rest: Vec<(i64, usize)> = std::mem::take(&mut self.seen)
+                            .into_iter()
+                            .filter(|&n| (self.keep)(n))
+                            .map(|n| ((self.key)(n), n))
+                            .filter(|&k| self.at.is_none_or(|at| after(k, at)))
+                            .collect();
+                        rest.sort_unstable();
+                        if !ascending {
+                            rest.reverse();
+                        }
+                        self.rest = Some(
+                            rest.into_iter()
+                                .map(|(_, n)| n)
+                                .collect::<Vec<_>>()
+                                .into_iter(),
+                        );
+                        continue;
+                    }
+                }
+            }
+            let (key, n) = self.range.next()?;
+            self.at = Some((key, n));
+            if (self.keep)(n) {
+                return Some(n);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -1,0 +1,126 @@
+//! The state's candidate order, against the rule it stands for.
+
+use proptest::prelude::*;
+
+use super::{ClusterState, DEVICE};
+use crate::cluster::{Amounts, Node, Pod, Snapshot};
+use kai_policy_compiler::model::Strategy as Placement;
+
+/// A node with `gpus` devices and `cpu` millicores; `cordoned` nodes are out of every index.
+fn node(i: usize, gpus: i64, cpu: i64, cordoned: bool) -> Node {
+    Node {
+        name: format!("n{i}"),
+        allocatable: Amounts {
+            gpu: gpus * DEVICE,
+            cpu,
+            memory: 1 << 40,
+        },
+        unschedulable: cordoned,
+        ..Default::default()
+    }
+}
+
+fn pod(gpu: i64, cpu: i64, fractional: bool, shared_devices: u32) -> Pod {
+    Pod {
+        namespace: "ns".into(),
+        name: "p".into(),
+        request: Amounts {
+            gpu,
+            cpu,
+            memory: 1 << 30,
+        },
+        fractional,
+        shared_devices,
+        ..Default::default()
+    }
+}
+
+/// What [`ClusterState::candidates`] must give: every schedulable node with the pod's CPU free
+/// and room on its GPU devices (whole devices, or devices with the share free), in strategy
+/// order (binpack: by the GPU key ascending, then index; spread: both descending).
+fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usize> {
+    let mut found: Vec<(i64, usize)> = (0..state.len())
+        .filter(|&n| state.schedulable(n) && state.admits(n, pod))
+        .filter_map(|n| {
+            let free = &state.nodes[n];
+            if pod.request.gpu == 0 {
+                return (free.free.cpu >= pod.request.cpu).then_some((free.free.cpu, n));
+            }
+            if free.free.cpu < pod.request.cpu {
+                return None;
+            }
+            if pod.fractional {
+                let share = pod.share_per_device();
+                let devices = free.devices.iter().filter(|&&f| f >= share).count();
+                (free.free.gpu >= pod.request.gpu && devices >= pod.shared_devices.max(1) as usize)
+                    .then_some((free.free.gpu, n))
+            } else {
+                let need = (pod.request.gpu + DEVICE - 1) / DEVICE;
+                (i64::from(free.whole) >= need).then_some((i64::from(free.whole), n))
+            }
+        })
+        .collect();
+    found.sort_unstable();
+    if strategy == Placement::Spread {
+        found.reverse();
+    }
+    found.into_iter().map(|(_, n)| n).collect()
+}
+
+prop_compose! {
+    /// A cluster of up to 40 nodes with pods bound on them, whole-GPU, shared-GPU and CPU-only.
+    fn cluster()(
+        nodes in prop::collection::vec((0i64..=8, 1i64..=16, prop::bool::weighted(0.1)), 1..40),
+        bound in prop::collection::vec((0usize..40, 0i64..=3, 0i64..=4, 0u8..3), 0..120),
+    ) -> Snapshot {
+        let nodes: Vec<Node> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &(gpus, cores, cordoned))| node(i, gpus, cores * 1000, cordoned))
+            .collect();
+        let pods = bound
+            .iter()
+            .enumerate()
+            .map(|(i, &(on, gpus, cores, kind))| {
+                let on = on % nodes.len();
+                let mut p = match kind {
+                    0 => pod(gpus * DEVICE, cores * 1000, false, 0),
+                    1 => pod(250 * (gpus + 1), cores * 1000, true, 1),
+                    _ => pod(0, cores * 1000, false, 0),
+                };
+                p.name = format!("b{i}");
+                p.node = Some(nodes[on].name.clone());
+                p
+            })
+            .collect();
+        Snapshot {
+            nodes,
+            pods,
+            ..Default::default()
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// The CPU index walked beside the GPU index (`with_cpu`) gives exactly the rule's nodes
+    /// in the rule's order, whichever of the two runs out first.
+    #[test]
+    fn candidates_come_in_strategy_order_with_the_pods_cpu_free(
+        snapshot in cluster(),
+        shape in (0i64..=4, 0i64..=12, 0u8..3, 1u32..=2),
+        spread in any::<bool>(),
+    ) {
+        let (state, _) = ClusterState::new(&snapshot);
+        let (gpus, cores, kind, shared) = shape;
+        let pod = match kind {
+            0 => pod(gpus.max(1) * DEVICE, cores * 1000, false, 0),
+            1 => pod(250 * (gpus + 1) * i64::from(shared), cores * 1000, true, shared),
+            _ => pod(0, cores * 1000, false, 0),
+        };
+        let strategy = if spread { Placement::Spread } else { Placement::Binpack };
+        let got: Vec<usize> = state.candidates(&pod, strategy).collect();
+        prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
+    }
+}
