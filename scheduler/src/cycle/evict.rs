@@ -4,6 +4,7 @@
 //! gang never fits, everything is put back. Also preempt and stale-gang eviction.
 
 use std::cmp::Ordering;
+use std::rc::Rc;
 
 use kai_policy_compiler::quantity::ResourceKind;
 
@@ -30,8 +31,9 @@ pub(crate) struct Victim {
     pub job: usize,
     /// The pods released.
     pub pods: Vec<usize>,
-    /// Why they are evicted; `None` for pods already terminating (nothing to evict).
-    pub reason: Option<EvictReason>,
+    /// Why they are evicted; `None` for pods already terminating (nothing to evict). Shared:
+    /// an attempt pops hundreds of victims from a few queues, and each is cloned as it goes.
+    pub reason: Option<Rc<EvictReason>>,
     /// Whether reclaim took it on condition that it moves: its side could not give it up when
     /// it was taken. Moving keeps the queue's allocation whole (KAI's consolidating reclaim);
     /// evicting it passes only if reclaim's final check, with the others' moves, allows it.
@@ -205,11 +207,21 @@ impl Context<'_> {
         }
         let for_job = self.jobs[job].key.clone();
         let priority = self.jobs[job].priority;
+        // One reason per victim priority, shared by its victims.
+        let mut reasons: Vec<(i32, Rc<EvictReason>)> = Vec::new();
         let mut next = |cx: &Self, _: &[Victim]| {
             let (victim, pods) = cx.next_in_reverse_job_order(&candidates)?;
-            let reason = EvictReason::Preempt {
-                for_job: for_job.clone(),
-                priorities: (cx.jobs[victim].priority, priority),
+            let theirs = cx.jobs[victim].priority;
+            let reason = match reasons.iter().find(|(p, _)| *p == theirs) {
+                Some((_, reason)) => reason.clone(),
+                None => {
+                    let reason = Rc::new(EvictReason::Preempt {
+                        for_job: for_job.clone(),
+                        priorities: (theirs, priority),
+                    });
+                    reasons.push((theirs, reason.clone()));
+                    reason
+                }
             };
             Some(Victim {
                 job: victim,
@@ -599,7 +611,7 @@ impl Context<'_> {
                     self.decisions.push(Decision::Evict {
                         pod: self.snapshot.pods[p].key(),
                         node: self.snapshot.nodes[slot.node].name.clone(),
-                        reason: why.clone(),
+                        reason: EvictReason::clone(&why),
                     });
                 }
             }

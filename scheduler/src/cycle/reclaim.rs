@@ -20,6 +20,7 @@
 //!   (`resolveReclaimMinRuntimeLCA`), is kept (an elastic one keeps its minimum).
 
 use std::cmp::{Ordering, Reverse};
+use std::rc::Rc;
 
 use kai_policy_compiler::model::PerResource;
 use kai_policy_compiler::quantity::ResourceKind;
@@ -211,6 +212,8 @@ impl Context<'_> {
         let mut seen = 0;
         // What the victims popped that must move will take again somewhere.
         let mut moving = Amounts::default();
+        // The reason given to the victims of each queue, made once per attempt.
+        let mut reasons: Vec<Option<Rc<EvictReason>>> = vec![None; self.policy.queues.len()];
         let mut next = |cx: &Self, popped: &[Victim]| loop {
             // Only the subtrees victims were just taken from rank differently.
             for v in &popped[seen..] {
@@ -242,11 +245,15 @@ impl Context<'_> {
                 heads.forget(cx.policy, theirs);
                 continue;
             }
-            let reason = EvictReason::Reclaim {
-                for_job: for_job.clone(),
-                by_queue: by_queue.clone(),
-                from_queue: cx.policy.queues[vq].name.clone(),
-            };
+            let reason = reasons[vq]
+                .get_or_insert_with(|| {
+                    Rc::new(EvictReason::Reclaim {
+                        for_job: for_job.clone(),
+                        by_queue: by_queue.clone(),
+                        from_queue: cx.policy.queues[vq].name.clone(),
+                    })
+                })
+                .clone();
             return Some(Victim {
                 job,
                 pods,
