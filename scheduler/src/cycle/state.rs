@@ -699,11 +699,14 @@ impl<'s> ClusterState<'s> {
         }
         Box::new(WithCpu {
             range,
-            cpu_side: Some(self.by_cpu.range((cpu, 0)..).map(|&(_, n)| n)),
+            by_cpu: &self.by_cpu,
+            cpu,
+            cpu_side: None,
+            cpu_side_done: false,
             seen: Vec::new(),
-            at: None,
             rest: None,
-            keep: move |n: usize| self.nodes[n].free.cpu >= cpu && gpu_ok(n),
+            has_cpu: move |n: usize| self.nodes[n].free.cpu >= cpu,
+            gpu_ok,
             key: move |n: usize| {
                 if whole {
                     i64::from(self.nodes[n].whole)
@@ -760,31 +763,36 @@ fn ports_collide(a: &HostPort, b: &HostPort) -> bool {
 }
 
 /// See [`ClusterState::with_cpu`].
-struct WithCpu<R, C, K, F> {
+struct WithCpu<'c, R, H, F, K> {
     /// The GPU index range, in strategy order.
     range: R,
-    /// The nodes with the pod's CPU free, in any order; `None` once it has run out.
-    cpu_side: Option<C>,
+    /// The CPU index, and the pod's CPU.
+    by_cpu: &'c BTreeSet<(i64, usize)>,
+    cpu: i64,
+    /// The nodes with the pod's CPU free, walked from the first node short of CPU on.
+    cpu_side: Option<std::collections::btree_set::Range<'c, (i64, usize)>>,
+    /// Whether `cpu_side` has run out.
+    cpu_side_done: bool,
     /// The nodes `cpu_side` gave so far.
     seen: Vec<usize>,
-    /// The last `(key, node)` the range gave: what follows comes after it in strategy order.
-    at: Option<(i64, usize)>,
     /// Once `cpu_side` ran out: the nodes left, in strategy order.
     rest: Option<std::vec::IntoIter<usize>>,
-    /// Whether a node of the range is a candidate.
-    keep: F,
+    /// Whether a node has the pod's CPU free.
+    has_cpu: H,
+    /// Whether a node has the pod's GPU room (the range's key alone does not say it).
+    gpu_ok: F,
     /// A node's key in the range.
     key: K,
     /// Binpack (keys ascending) or spread (descending).
     ascending: bool,
 }
 
-impl<R, C, K, F> Iterator for WithCpu<R, C, K, F>
+impl<R, H, F, K> Iterator for WithCpu<'_, R, H, F, K>
 where
     R: Iterator<Item = (i64, usize)>,
-    C: Iterator<Item = usize>,
-    K: Fn(usize) -> i64,
+    H: Fn(usize) -> bool,
     F: Fn(usize) -> bool,
+    K: Fn(usize) -> i64,
 {
     type Item = usize;
 
@@ -793,40 +801,40 @@ where
             if let Some(rest) = &mut self.rest {
                 return rest.next();
             }
-            if let Some(side) = &mut self.cpu_side {
-                match side.next() {
-                    Some(n) => self.seen.push(n),
-                    None => {
-                        self.cpu_side = None;
-                        let ascending = self.ascending;
-                        let after = |k: (i64, usize), at: (i64, usize)| {
-                            if ascending { k > at } else { k < at }
-                        };
-                        let mut rest: Vec<(i64, usize)> = std::mem::take(&mut self.seen)
-                            .into_iter()
-                            .filter(|&n| (self.keep)(n))
-                            .map(|n| ((self.key)(n), n))
-                            .filter(|&k| self.at.is_none_or(|at| after(k, at)))
-                            .collect();
-                        rest.sort_unstable();
-                        if !ascending {
-                            rest.reverse();
-                        }
-                        self.rest = Some(
-                            rest.into_iter()
-                                .map(|(_, n)| n)
-                                .collect::<Vec<_>>()
-                                .into_iter(),
-                        );
-                        continue;
-                    }
-                }
-            }
             let (key, n) = self.range.next()?;
-            self.at = Some((key, n));
-            if (self.keep)(n) {
-                return Some(n);
+            if (self.has_cpu)(n) {
+                if (self.gpu_ok)(n) {
+                    return Some(n);
+                }
+                continue;
             }
+            // A node short of CPU: one step of the CPU side, so that the walk costs no more
+            // than twice the smaller of the two.
+            if self.cpu_side_done {
+                continue;
+            }
+            let (by_cpu, cpu) = (self.by_cpu, self.cpu);
+            let side = self
+                .cpu_side
+                .get_or_insert_with(|| by_cpu.range((cpu, 0)..));
+            if let Some(&(_, m)) = side.next() {
+                self.seen.push(m);
+                continue;
+            }
+            self.cpu_side_done = true;
+            let (ascending, at) = (self.ascending, (key, n));
+            let mut rest: Vec<(i64, usize)> = std::mem::take(&mut self.seen)
+                .into_iter()
+                .filter(|&m| (self.gpu_ok)(m))
+                .map(|m| ((self.key)(m), m))
+                .filter(|&k| if ascending { k > at } else { k < at })
+                .collect();
+            rest.sort_unstable();
+            if !ascending {
+                rest.reverse();
+            }
+            let rest: Vec<usize> = rest.into_iter().map(|(_, m)| m).collect();
+            self.rest = Some(rest.into_iter());
         }
     }
 }
