@@ -678,9 +678,9 @@ impl<'s> ClusterState<'s> {
 
     /// The nodes of a GPU index range (`(key, node)` in strategy order) that pass `gpu_ok` and
     /// have the pod's CPU free, in the same order. On a cluster whose CPU is nearly all taken,
-    /// most nodes with GPUs free have too little CPU: the CPU index is walked beside the range,
-    /// and when it runs out first, its nodes are all that can follow, sorted into the range's
-    /// order.
+    /// most nodes with GPUs free have too little CPU: the CPU index (the nodes with the pod's
+    /// CPU free) is walked one step for each node of the range short of CPU, and when it runs
+    /// out first, its nodes are all that can follow, sorted into the range's order.
     fn with_cpu<'c>(
         &'c self,
         pod: &Pod,
