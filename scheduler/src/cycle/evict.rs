@@ -704,19 +704,50 @@ impl Context<'_> {
         self.used.add(self.policy, leaf, gang, preemptible, 1);
         let mut moved = Vec::new();
         let mut evicted = Vec::new();
-        let mut rest = needed.into_iter().peekable();
-        while let Some(first) = rest.next() {
-            let v = first.0.job;
-            let mut units = vec![first];
-            while let Some(unit) = rest.next_if(|(u, _)| u.job == v) {
-                units.push(unit);
+        // The units of each job together, the jobs in job order.
+        let mut jobs: Vec<Vec<Released>> = Vec::new();
+        for unit in needed {
+            match jobs.last_mut() {
+                Some(units) if units[0].0.job == unit.0.job => units.push(unit),
+                _ => jobs.push(vec![unit]),
             }
-            let (gone, stay) = self.move_job(units, false);
+        }
+        while !jobs.is_empty() {
+            // KAI's solver places the victims' jobs in queue order, then job order: the next is
+            // the one no other reaches before, each judged with its queue's allocation as the
+            // moves so far left it.
+            let mut next = 0;
+            for i in 1..jobs.len() {
+                if self.placed_before(&jobs[i], &jobs[next]) {
+                    next = i;
+                }
+            }
+            let (gone, stay) = self.move_job(jobs.remove(next), false);
             moved.extend(gone);
             evicted.extend(stay);
         }
         self.used.add(self.policy, leaf, gang, preemptible, -1);
         (moved, evicted)
+    }
+
+    /// Whether KAI's solver places victim job `a` (its released units) before victim job `b`:
+    /// in one queue, by job order; across queues, as [`Self::goes_before`] judges a victim
+    /// against the preemptor.
+    fn placed_before(&self, a: &[Released], b: &[Released]) -> bool {
+        let (va, vb) = (a[0].0.job, b[0].0.job);
+        let (Ok(qa), Ok(qb)) = (&self.jobs[va].queue, &self.jobs[vb].queue) else {
+            return false;
+        };
+        if qa == qb {
+            return self.job_order(va) < self.job_order(vb);
+        }
+        let pods = |units: &[Released]| -> Vec<usize> {
+            units
+                .iter()
+                .flat_map(|(u, _)| u.pods.iter().copied())
+                .collect()
+        };
+        self.goes_before(va, &pods(a), vb, *qb, &pods(b))
     }
 
     /// Places the released pods of one victim job (`units`) again where they fit: together if

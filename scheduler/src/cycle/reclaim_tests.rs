@@ -709,3 +709,67 @@ fn a_victim_put_back_before_the_reclaimer_may_still_be_preempted() {
         ]
     );
 }
+
+/// The victims a reclaim needs are placed again after the gang in KAI's queue order, then job
+/// order (`common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims` pops every job from
+/// one `JobsOrderByQueues`): where only one of them can move, the one whose queue comes first
+/// moves and the other is evicted.
+///
+/// n1 (4 GPUs) runs v1 of Q1 and v2 of Q2, 2 GPUs each, v1 older; n2 has 2 GPUs free. P wants
+/// p1, one 4-GPU pod. Quotas P 4, Q1 1 and Q2 1 add up to the cluster's 6 GPUs: fair shares
+/// 4, 1 and 1. Q1 and Q2 hold 2 each, above their shares; P with p1 stays within its quota, so
+/// it goes before either victim. Q1, at the lower queue priority, is last in the queue order:
+/// v1 is taken first, p1 does not fit on 2 + 2 GPUs, then v2, and p1 fits on n1 with both
+/// gone. Put back, v1 leaves no room for p1: both are needed. Only n2's 2 GPUs are left for
+/// them. With the queues' allocations as they then are (each 0, 2 with its victim, above its
+/// quota), queue priority decides: Q2 (101) before Q1 (100), so v2 moves to n2 and v1 is
+/// evicted. Job order alone (v1 older) would have moved v1.
+#[test]
+fn the_victims_placed_again_after_the_gang_go_in_queue_order() {
+    let p = policy(
+        r#"
+        queue "p" { gpu quota=4; namespaces "p" }
+        queue "q1" { gpu quota=1; namespaces "q1" }
+        queue "q2" priority=101 { gpu quota=1; namespaces "q2" }
+        "#,
+    );
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4), node("n2", 2)],
+        pods: vec![
+            running(created(pod("q1", "v1", 2), 0), "n1", 0),
+            running(created(pod("q2", "v2", 2), 1), "n1", 1),
+            created(pod("p", "p1", 4), 10),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![4000, 1000, 1000]);
+    let reclaimed: Vec<String> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict {
+                pod,
+                reason: EvictReason::Reclaim { .. },
+                ..
+            } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reclaimed, vec!["q1/v1"], "{:#?}", r.decisions);
+    let moved: Vec<(String, String)> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict {
+                pod,
+                reason: EvictReason::Consolidate { to_node, .. },
+                ..
+            } => Some((pod.clone(), to_node.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moved, vec![("q2/v2".to_string(), "n2".to_string())]);
+    assert_eq!(nominated(&r), vec![("p/p1".to_string(), "n1".to_string())]);
+}
