@@ -139,6 +139,15 @@ type Released = (Victim, Vec<(usize, Slot)>);
 /// A victim placed again elsewhere: the slots its pods left and the ones they took.
 type Moved = (Victim, Vec<(usize, Slot)>, Vec<(usize, Slot)>);
 
+/// How many pods of job `v` the moves `moved` placed again.
+fn placed_back_of(moved: &[Moved], v: usize) -> usize {
+    moved
+        .iter()
+        .filter(|(u, _, _)| u.job == v)
+        .map(|(_, _, to)| to.len())
+        .sum()
+}
+
 impl Context<'_> {
     /// KAI's `IsWithinPreemptionDelay` (`input_jobs.go` leaves such jobs out of consolidation,
     /// reclaim and preempt): the reason a job may not evict yet, if so.
@@ -532,7 +541,8 @@ impl Context<'_> {
                 && self.goes_before(victim.job, &victim.pods, job, leaf, pending)
             {
                 // Marked moved, even back on its own node, so this attempt does not take it again.
-                let (gone, stay) = self.move_job(vec![(victim, freed)], true);
+                let back = placed_back_of(&early, victim.job);
+                let (gone, stay) = self.move_job(vec![(victim, freed)], true, back);
                 early.extend(gone);
                 early_failed.extend(stay);
             } else {
@@ -566,7 +576,7 @@ impl Context<'_> {
             let placed_before = !early.is_empty();
             let (slots, needed) =
                 self.keep_unneeded(job, leaf, pending, slots, released, placed_before);
-            let (late, mut needed) = self.move_victims(job, leaf, pending, needed);
+            let (late, mut needed) = self.move_victims(job, leaf, pending, needed, &early);
             needed.extend(early_failed);
             needed.sort_by_key(|(v, _)| taken.iter().position(|p| v.pods.contains(p)));
             let moved: Vec<Moved> = early.into_iter().chain(late).collect();
@@ -697,6 +707,7 @@ impl Context<'_> {
         leaf: usize,
         pending: &[usize],
         mut needed: Vec<Released>,
+        early: &[Moved],
     ) -> (Vec<Moved>, Vec<Released>) {
         needed.sort_by_cached_key(|(v, _)| self.job_order(v.job));
         let gang = request_of(self.snapshot, pending);
@@ -722,7 +733,9 @@ impl Context<'_> {
                     next = i;
                 }
             }
-            let (gone, stay) = self.move_job(jobs.remove(next), false);
+            let units = jobs.remove(next);
+            let back = placed_back_of(early, units[0].0.job);
+            let (gone, stay) = self.move_job(units, false, back);
             moved.extend(gone);
             evicted.extend(stay);
         }
@@ -750,15 +763,17 @@ impl Context<'_> {
         self.goes_before(va, &pods(a), vb, *qb, &pods(b))
     }
 
-    /// Places the released pods of one victim job (`units`) again where they fit: together if
-    /// they can; otherwise one at a time in pod order, as many as fit, so long as the job keeps
-    /// its minimum (KAI's `AllocateJob`). With `always_moved`, a pod that lands on its own node
-    /// counts as moved too (no victim again in this attempt). Returns the pods placed, as a
-    /// move, and the ones to evict.
+    /// Places released pods of one victim job (`units`) again where they fit, all or none, as
+    /// KAI's solver allocates a victim's job once (`AllocateJob` over `GetTasksToAllocate`):
+    /// the first of them in pod order, as many as [`Self::placed_back`] says (`back`: the
+    /// job's pods this attempt placed again already); a PodGroup with sub-groups all of them.
+    /// With `always_moved`, a pod that lands on its own node counts as moved too (no victim
+    /// again in this attempt). Returns the pods placed, as a move, and the ones to evict.
     fn move_job(
         &mut self,
         units: Vec<Released>,
         always_moved: bool,
+        back: usize,
     ) -> (Option<Moved>, Vec<Released>) {
         let v = units[0].0.job;
         let (Some(_), Ok(vq)) = (&units[0].0.reason, &self.jobs[v].queue) else {
@@ -776,27 +791,14 @@ impl Context<'_> {
             .collect();
         pods.sort_by_key(|&(p, _, _)| p);
         let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
-        let to = self.place_again(v, vq, &all).or_else(|| {
-            if self.jobs[v].gang.is_some() {
-                return None;
-            }
-            // One at a time: the job must keep its minimum with what still runs.
-            let mut placed = Vec::new();
-            for &p in &all {
-                placed.extend(self.place_again(v, vq, &[p]));
-            }
-            let placed = placed.concat();
-            let keeps = self.running(v).len() + placed.len();
-            if placed.is_empty() || keeps < self.jobs[v].min_member as usize {
-                self.give_back(&placed);
-                let pods: Vec<usize> = placed.iter().map(|&(p, _)| p).collect();
-                let request = request_of(self.snapshot, &pods);
-                self.used
-                    .add(self.policy, vq, request, self.jobs[v].preemptible, -1);
-                return None;
-            }
-            Some(placed)
-        });
+        let count = match self.jobs[v].gang {
+            Some(_) => all.len(),
+            None => self.placed_back(v, all.len(), back),
+        };
+        let to = match count {
+            0 => None,
+            n => self.place_again(v, vq, &all[..n]),
+        };
         let mut to = to.unwrap_or_default();
         let reason = units[0].0.reason.clone();
         let unit = |pods: &[(usize, Slot, bool)]| Victim {
@@ -829,6 +831,20 @@ impl Context<'_> {
         }
         // `place_again` has given the queue its allocation back.
         (Some((unit(&gone), slots(&gone), to)), evicted)
+    }
+
+    /// How many of `released` pods of victim job `v` (no PodGroup sub-groups) KAI's solver
+    /// places again, `back` of its pods placed again earlier in the attempt: it allocates the
+    /// job once, with every pod of the attempt released, and asks for what brings the job's
+    /// active pods up to its minimum, or one pod when they are there already
+    /// (`podgroup_info/allocation_info.go: getNumTasksToAllocate`; the released pods are
+    /// `Releasing`, not active, and may be allocated again: `PodInfo.ShouldAllocate`).
+    fn placed_back(&self, v: usize, released: usize, back: usize) -> usize {
+        // Pods placed again hold their new slots: count them as released here.
+        let active = self.active_count(v).saturating_sub(back);
+        let min = self.jobs[v].min_member as usize;
+        let asked = if active >= min { 1 } else { min - active };
+        asked.saturating_sub(back).min(released)
     }
 
     /// Places released pods of a job again, all or none, within its queue's limits; the slots

@@ -698,3 +698,76 @@ fn a_preemption_delay_counts_from_the_last_eviction_when_later() {
     let r = cycle(&p, &s, 1100);
     assert_eq!(evicted(&r).len(), 1, "{:#?}", r.decisions);
 }
+
+/// KAI's solver allocates a victim's job once, asking only for the pods that bring it to its
+/// minimum, or one pod when it is there (`allocation_info.go: getNumTasksToAllocate`): an
+/// elastic victim gets back one of the surplus pods it lost, however many could move.
+///
+/// x (4 GPUs, labelled for l) runs e2, e3 (1 GPU each, surplus pods of the elastic job e,
+/// minimum 1, whose e1 runs on z) and l (2 GPUs, only for x); y has 2 GPUs free. prod p wants
+/// 4 GPUs in the same queue. Preempt takes e's newest surplus pods, e3 then e2 (jobs above
+/// their minimum first), then l (at its minimum, newer than e), and p fits on x. All three are
+/// needed. l may go nowhere but x: evicted. e, still at its minimum with e1, is given one pod
+/// back: e2 (pod order) moves to y, e3 is evicted, although y could hold both.
+#[test]
+fn an_elastic_victim_gets_back_one_pod_when_it_keeps_its_minimum() {
+    let p = policy(TWO_TEAMS);
+    let train = |name: &str, node: &str, gpus: i64, at: Time| Pod {
+        priority_class: Some("train".into()),
+        created: at,
+        ..running(pod("b", name, gpus), node, at)
+    };
+    let elastic = |name: &str, node: &str, at: Time| Pod {
+        group: Some("e".into()),
+        ..train(name, node, 1, at)
+    };
+    let mut only_x = train("l", "x", 2, 5);
+    only_x
+        .constraints
+        .node_selector
+        .insert("pool".into(), "x".into());
+    let mut x = node("x", 4);
+    x.labels.insert("pool".into(), "x".into());
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![x, node("y", 2), node("z", 1)],
+        pods: vec![
+            elastic("e1", "z", 0),
+            elastic("e2", "x", 1),
+            elastic("e3", "x", 2),
+            only_x,
+            Pod {
+                priority_class: Some("prod".into()),
+                created: 10,
+                ..pod("b", "p", 4)
+            },
+        ],
+        groups: vec![PodGroup {
+            namespace: "b".into(),
+            name: "e".into(),
+            min_member: 1,
+            priority_class: Some("train".into()),
+            created: 0,
+            ..Default::default()
+        }],
+    };
+    let r = cycle(&p, &s, 600);
+    let preempted: Vec<String> = evicted(&r)
+        .into_iter()
+        .filter(|(_, why)| matches!(why, EvictReason::Preempt { .. }))
+        .map(|(pod, _)| pod)
+        .collect();
+    assert_eq!(preempted, vec!["b/e3", "b/l"], "{:#?}", r.decisions);
+    let moved: Vec<(String, String)> = evicted(&r)
+        .into_iter()
+        .filter_map(|(pod, why)| match why {
+            EvictReason::Consolidate { to_node, .. } => Some((pod, to_node)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moved, vec![("b/e2".to_string(), "y".to_string())]);
+    assert!(r.decisions.contains(&Decision::Nominate {
+        pod: "b/p".into(),
+        node: "x".into()
+    }));
+}
