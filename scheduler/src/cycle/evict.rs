@@ -865,21 +865,35 @@ impl Context<'_> {
         Some(to)
     }
 
-    /// Undoes [`Self::move_victims`]: the moved victims are released again, as they were
-    /// before it.
+    /// Undoes moves ([`Self::move_victims`], and the victims placed again as they were taken):
+    /// the moved victims are released again, as they were before, and returned for the caller
+    /// to put back; those placed again on the very devices they left are put back at once.
     fn unmove_victims(&mut self, moved: Vec<Moved>) -> Vec<Released> {
         let mut back = Vec::with_capacity(moved.len());
         for (v, freed, to) in moved.into_iter().rev() {
+            // Placed again on the very devices it left: the state and its queue's allocation
+            // are as they were before it was taken, so only the pods' slots are given back
+            // (most victims a failed attempt places again before the gang land there).
+            let home = to
+                .iter()
+                .zip(&freed)
+                .all(|((p, t), (q, f))| p == q && t == f);
             for (p, slot) in to.iter().rev() {
                 if self.running_pods.is_moved(*p) {
                     self.unmove(*p);
                 } else {
                     self.take_slot(*p);
                 }
-                self.state.release(slot, &self.snapshot.pods[*p]);
+                if home {
+                    self.put_slot(*p, slot.clone());
+                } else {
+                    self.state.release(slot, &self.snapshot.pods[*p]);
+                }
             }
-            self.account(&v, -1);
-            back.push((v, freed));
+            if !home {
+                self.account(&v, -1);
+                back.push((v, freed));
+            }
         }
         back
     }
