@@ -21,6 +21,26 @@ fn gpu_fair_shares(r: &CycleResult) -> Vec<i64> {
     r.shares.queues.iter().map(|q| q.gpu.fair_share).collect()
 }
 
+/// The pods evicted for a reclaim (moves aside).
+fn reclaimed(r: &CycleResult) -> Vec<String> {
+    evicted(r)
+        .into_iter()
+        .filter(|(_, why)| matches!(why, EvictReason::Reclaim { .. }))
+        .map(|(pod, _)| pod)
+        .collect()
+}
+
+/// The pods moved, with the node each moves to.
+fn moved(r: &CycleResult) -> Vec<(String, String)> {
+    evicted(r)
+        .into_iter()
+        .filter_map(|(pod, why)| match why {
+            EvictReason::Consolidate { to_node, .. } => Some((pod, to_node)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn nominated(r: &CycleResult) -> Vec<(String, String)> {
     r.decisions
         .iter()
@@ -434,32 +454,8 @@ fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
     };
     let r = cycle(&p, &s, 3600);
     assert_eq!(gpu_fair_shares(&r), vec![1000, 2000]);
-    let reclaimed: Vec<String> = r
-        .decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Evict {
-                pod,
-                reason: EvictReason::Reclaim { .. },
-                ..
-            } => Some(pod.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(reclaimed, vec!["a/x"], "{:#?}", r.decisions);
-    let moved: Vec<(String, String)> = r
-        .decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Evict {
-                pod,
-                reason: EvictReason::Consolidate { to_node, .. },
-                ..
-            } => Some((pod.clone(), to_node.clone())),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(moved, vec![("a/y".to_string(), "n2".to_string())]);
+    assert_eq!(reclaimed(&r), vec!["a/x"], "{:#?}", r.decisions);
+    assert_eq!(moved(&r), vec![("a/y".to_string(), "n2".to_string())]);
     assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n1".to_string())]);
 }
 
@@ -745,31 +741,7 @@ fn the_victims_placed_again_after_the_gang_go_in_queue_order() {
     };
     let r = cycle(&p, &s, 3600);
     assert_eq!(gpu_fair_shares(&r), vec![4000, 1000, 1000]);
-    let reclaimed: Vec<String> = r
-        .decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Evict {
-                pod,
-                reason: EvictReason::Reclaim { .. },
-                ..
-            } => Some(pod.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(reclaimed, vec!["q1/v1"], "{:#?}", r.decisions);
-    let moved: Vec<(String, String)> = r
-        .decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Evict {
-                pod,
-                reason: EvictReason::Consolidate { to_node, .. },
-                ..
-            } => Some((pod.clone(), to_node.clone())),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(moved, vec![("q2/v2".to_string(), "n2".to_string())]);
+    assert_eq!(reclaimed(&r), vec!["q1/v1"], "{:#?}", r.decisions);
+    assert_eq!(moved(&r), vec![("q2/v2".to_string(), "n2".to_string())]);
     assert_eq!(nominated(&r), vec![("p/p1".to_string(), "n1".to_string())]);
 }
