@@ -649,6 +649,7 @@ impl Context<'_> {
         early: bool,
     ) -> (Vec<(usize, Slot)>, Vec<Released>) {
         let request = request_of(self.snapshot, pending);
+        // Rebuilt here, once per attempt that places its gang, rather than passed in.
         let plan = &Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let last = released.pop();
         let mut needed = Vec::with_capacity(released.len() + 1);
@@ -694,10 +695,11 @@ impl Context<'_> {
         (slots, needed)
     }
 
-    /// With the gang placed, places the needed victims again where they fit, job by job in job
-    /// order (KAI's by-pod solver runs its allocation over the preemptor and the victims' jobs:
-    /// `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`; the jobs that go
-    /// before the preemptor were placed as they were taken). A pod placed again is moved,
+    /// With the gang placed, places the needed victims again where they fit, job by job in queue
+    /// order, then job order (KAI's by-pod solver runs its allocation over the preemptor and
+    /// the victims' jobs: `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`;
+    /// the jobs that go before the preemptor were placed as they were taken), each given back
+    /// what [`Self::move_job`] says (`early`: the victims placed so far in this attempt). A pod placed again is moved,
     /// not evicted, and keeps its queue's allocation, so it must also fit its queue's limits
     /// beside the placed gang (`job` of `leaf`, pods `pending`). Returns the moved victims and
     /// the ones still to evict.

@@ -238,11 +238,8 @@ impl<'s> ClusterState<'s> {
     /// (`sign` -1).
     fn mark_releasing(&mut self, node: usize, pod: &Pod, sign: i64) {
         let was = self.releasing[node] != Amounts::default();
-        let r = &mut self.releasing[node];
-        r.gpu += sign * pod.request.gpu;
-        r.cpu += sign * pod.request.cpu;
-        r.memory += sign * pod.request.memory;
-        let is = *r != Amounts::default();
+        self.releasing[node] = add(self.releasing[node], pod.request, sign);
+        let is = self.releasing[node] != Amounts::default();
         match (was, is) {
             (false, true) => self.releasing_nodes += 1,
             (true, false) => self.releasing_nodes -= 1,
@@ -430,10 +427,7 @@ impl<'s> ClusterState<'s> {
         if pod.node.as_deref() == Some(self.meta[slot.node].name.as_str()) {
             self.mark_releasing(slot.node, pod, -sign);
         } else if self.pipelining {
-            let p = &mut self.pipelined[slot.node];
-            p.gpu += sign * pod.request.gpu;
-            p.cpu += sign * pod.request.cpu;
-            p.memory += sign * pod.request.memory;
+            self.pipelined[slot.node] = add(self.pipelined[slot.node], pod.request, sign);
         }
     }
 
@@ -644,7 +638,11 @@ impl<'s> ClusterState<'s> {
         }
     }
 
-    fn by_strategy(&self, pod: &Pod, strategy: Strategy) -> Box<dyn Iterator<Item = usize> + '_> {
+    fn by_strategy<'c>(
+        &'c self,
+        pod: &'c Pod,
+        strategy: Strategy,
+    ) -> Box<dyn Iterator<Item = usize> + 'c> {
         if pod.request.gpu > 0 && !pod.fractional {
             let need = ((pod.request.gpu + DEVICE - 1) / DEVICE) as u32;
             let range = self.by_gpu.range((need, 0)..);
@@ -683,12 +681,12 @@ impl<'s> ClusterState<'s> {
     /// out first, its nodes are all that can follow, sorted into the range's order.
     fn with_cpu<'c>(
         &'c self,
-        pod: &Pod,
+        pod: &'c Pod,
         range: impl Iterator<Item = (i64, usize)> + 'c,
         gpu_ok: impl Fn(usize) -> bool + 'c,
         strategy: Strategy,
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
-        let (cpu, whole) = (pod.request.cpu, !pod.fractional);
+        let cpu = pod.request.cpu;
         if cpu <= 0 {
             // Every node is in the CPU index's range: nothing to walk beside.
             return Box::new(
@@ -707,13 +705,7 @@ impl<'s> ClusterState<'s> {
             rest: None,
             has_cpu: move |n: usize| self.nodes[n].free.cpu >= cpu,
             gpu_ok,
-            key: move |n: usize| {
-                if whole {
-                    i64::from(self.nodes[n].whole)
-                } else {
-                    self.nodes[n].free.gpu
-                }
-            },
+            key: move |n: usize| self.strategy_key(n, pod),
             ascending: strategy == Strategy::Binpack,
         })
     }
@@ -781,7 +773,7 @@ struct WithCpu<'c, R, H, F, K> {
     has_cpu: H,
     /// Whether a node has the pod's GPU room (the range's key alone does not say it).
     gpu_ok: F,
-    /// A node's key in the range.
+    /// A node's key in the range ([`ClusterState::strategy_key`]).
     key: K,
     /// Binpack (keys ascending) or spread (descending).
     ascending: bool,
