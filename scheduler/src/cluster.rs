@@ -262,7 +262,41 @@ impl Pod {
     pub fn share_per_device(&self) -> i64 {
         self.request.gpu / i64::from(self.shared_devices.max(1))
     }
+
+    /// The devices a bound shared pod shares, as KAI's binder named them (its GPU groups):
+    /// the `runai-gpu-group` label, and a `runai-gpu-group/<group>` label per device of a pod
+    /// on several devices (`pkg/common/resources/gpu_sharing.go: GetGpuGroups`;
+    /// `resource_reservation.go: updatePodGPUGroup`). Pods of one group on a node share one
+    /// device. Sorted, each once; empty when the pod is not shared or names none.
+    pub fn gpu_groups(&self) -> Vec<&str> {
+        if !self.fractional {
+            return Vec::new();
+        }
+        let mut groups: Vec<&str> = self
+            .labels
+            .iter()
+            .filter(|(k, v)| !v.is_empty() && is_gpu_group_label(k))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
+    }
 }
+
+/// The label KAI's binder sets on a shared pod to name the GPU device it shares (its GPU
+/// group); pods on several devices carry `runai-gpu-group/<group>` labels instead.
+pub const GPU_GROUP_LABEL: &str = "runai-gpu-group";
+
+/// Whether a label names a shared pod's device (see [`Pod::gpu_groups`]).
+pub fn is_gpu_group_label(key: &str) -> bool {
+    key.strip_prefix(GPU_GROUP_LABEL)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// The `app` label value of KAI's GPU reservation pods (`pkg/scheduler/conf/global_config.go`,
+/// `ResourceReservationAppLabelValue`): one per shared device, holding it for the shared pods.
+pub const RESERVATION_APP: &str = "kai-resource-reservation";
 
 /// A KAI `PodGroup` (`scheduling.run.ai/v2alpha2`), or the group KAI's pod-grouper would
 /// make for pods of one top owner: a gang of pods placed all or none.

@@ -15,8 +15,8 @@ use kai_policy_compiler::model::{
 };
 use kai_policy_compiler::quantity::Duration;
 use kai_scheduler::cluster::{
-    Amounts, Node, NodeSelectorTerm, Operator, Pod, PodGroup, Requirement, SUBGROUP_LABEL,
-    Snapshot, SubGroup, Time,
+    Amounts, GPU_GROUP_LABEL, Node, NodeSelectorTerm, Operator, Pod, PodGroup, Requirement,
+    SUBGROUP_LABEL, Snapshot, SubGroup, Time,
 };
 use kai_scheduler::cycle::{self, Actions, Cycle, GPU_MEMORY_LABEL};
 use kai_scheduler::decision::{Decision, EvictReason};
@@ -635,6 +635,20 @@ fn snapshot(
             if let Some(sub) = task.sub_group_name.as_ref().filter(|s| !s.is_empty()) {
                 pod.labels.insert(SUBGROUP_LABEL.to_string(), sub.clone());
             }
+            // The devices a shared task holds, labelled as KAI's binder labels a pod: one
+            // device by `runai-gpu-group`, several by one `runai-gpu-group/<group>` each.
+            match task.gpu_groups.as_slice() {
+                [] => {}
+                [one] => {
+                    pod.labels.insert(GPU_GROUP_LABEL.to_string(), one.clone());
+                }
+                many => {
+                    for g in many {
+                        pod.labels
+                            .insert(format!("{GPU_GROUP_LABEL}/{g}"), g.clone());
+                    }
+                }
+            }
             if !task.node_affinity_names.is_empty() {
                 pod.constraints.required_terms = vec![NodeSelectorTerm {
                     expressions: vec![Requirement {
@@ -843,6 +857,10 @@ fn feed_back(jobs: &mut [KaiJob], r: &Round) {
                 "Binding" => ("Running", o.node.clone()),
                 other => (other, o.node.clone()),
             };
+            // A task placed anew holds a device KAI's binder names afresh.
+            if state != task.state || node != task.node_name {
+                task.gpu_groups.clear();
+            }
             task.state = state.to_string();
             task.node_name = node;
         }
@@ -986,18 +1004,39 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
             .find(|n| &n.name == node)
             .ok_or_else(|| format!("expected node {node} is not in the case"))?;
         // KAI's node accounting: releasing = what releasing pods hold less what is pipelined
-        // onto them; idle = allocatable less every pod that holds or is releasing.
+        // onto them; idle = allocatable less every pod that holds or is releasing. A shared
+        // device whose pods stay where they are (their GPU groups known) counts whole, by
+        // device (`node_info/gpu_sharing_node_info.go: addSharedGPUTaskResourcesPerPodGroup`):
+        // releasing when every pod on it is releasing, else held.
         let (mut held, mut releasing, mut pipelined) = (0, 0, 0);
+        let mut devices: BTreeMap<&str, bool> = BTreeMap::new();
         for p in &snapshot.pods {
             let o = &got[&p.key()];
             let was_here = p.node.as_deref() == Some(node.as_str());
             let is_here = o.node.as_deref() == Some(node.as_str());
+            let groups = p.gpu_groups();
+            if was_here
+                && is_here
+                && !groups.is_empty()
+                && let "Releasing" | "Running" | "Binding" = o.status
+            {
+                for g in groups {
+                    *devices.entry(g).or_insert(true) &= o.status == "Releasing";
+                }
+                continue;
+            }
             match o.status {
                 "Releasing" if is_here => releasing += p.request.gpu,
                 "Pipelined" if is_here => pipelined += p.request.gpu,
                 "Pipelined" if was_here => releasing += p.request.gpu,
                 "Running" | "Binding" if is_here => held += p.request.gpu,
                 _ => {}
+            }
+        }
+        for all_releasing in devices.into_values() {
+            match all_releasing {
+                true => releasing += 1000,
+                false => held += 1000,
             }
         }
         let idle = n.allocatable.gpu - held - releasing;

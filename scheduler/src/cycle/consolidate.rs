@@ -7,7 +7,7 @@ use kai_policy_compiler::model::Strategy;
 use super::allocate::{Context, Unplaced};
 use super::jobs::{request_of, room_of};
 use super::placement::{Plan, try_place_gang};
-use super::state::Slot;
+use super::state::{Slot, same_place};
 
 /// A pod taken off its node to be moved: the pod, the slot it held, its job.
 type Taken = (usize, Slot, usize);
@@ -129,7 +129,7 @@ impl Context<'_> {
                 .zip(early_to)
                 .chain(late.into_iter().zip(late_to));
             for ((p, from, _), to) in moves {
-                if to.node != from.node {
+                if !same_place(&self.snapshot.pods[p], &from, &to) {
                     let moved = self.move_decision(p, from.node, to.node, &for_job);
                     self.decisions.push(moved);
                     self.move_to(p, to);

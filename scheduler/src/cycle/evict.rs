@@ -12,7 +12,7 @@ use super::allocate::{Context, Unplaced};
 use super::jobs::{request_of, room_of};
 use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
-use super::state::Slot;
+use super::state::{Slot, same_place};
 use crate::cluster::Time;
 use crate::decision::{Decision, EvictReason, Reason};
 
@@ -603,7 +603,7 @@ impl Context<'_> {
             let for_job = self.jobs[job].key.clone();
             for (_, from, to) in &moved {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
-                    if to.node != from.node {
+                    if !same_place(&self.snapshot.pods[*p], from, to) {
                         let moved = self.move_decision(*p, from.node, to.node, &for_job);
                         self.decisions.push(moved);
                     } else if self.running_pods.is_moved(*p) {
@@ -825,7 +825,7 @@ impl Context<'_> {
         }
         to.sort_by_key(|(p, _)| gone.iter().position(|(q, _, _)| q == p));
         for ((p, from, _), (_, to)) in gone.iter().zip(&to) {
-            if to.node == from.node && !always_moved {
+            if same_place(&self.snapshot.pods[*p], from, to) && !always_moved {
                 self.put_slot(*p, to.clone());
             } else {
                 self.move_to(*p, to.clone());

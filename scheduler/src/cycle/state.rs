@@ -43,6 +43,57 @@ struct NodeFree {
     ports: Vec<HostPort>,
 }
 
+/// Whether a pod placed at `to` is where it was (`from`): on the same node and, for a shared
+/// pod whose devices KAI's binder named, on the same devices; placed on another device it
+/// moves, as KAI pipelines it to another GPU group. Other pods' devices are this state's own
+/// bookkeeping, which Kubernetes does not see.
+pub fn same_place(pod: &Pod, from: &Slot, to: &Slot) -> bool {
+    from.node == to.node && (from.devices == to.devices || pod.gpu_groups().is_empty())
+}
+
+/// Which device each GPU group (KAI's name for a shared device) of a node was given while the
+/// state is rebuilt.
+#[derive(Debug, Default)]
+struct NamedDevices<'p> {
+    by_group: std::collections::HashMap<(usize, &'p str), usize>,
+}
+
+impl<'p> NamedDevices<'p> {
+    /// The devices a shared pod with named groups takes on `node` (its free room per device
+    /// `free`): each group's device, given on first sight the emptiest device no other group
+    /// has (lowest index among equals), or the emptiest of all when every device has one.
+    fn of(&mut self, free: &[i64], node: usize, pod: &'p Pod) -> Vec<(usize, i64)> {
+        let share = pod.share_per_device();
+        let mut devices = Vec::new();
+        for group in pod.gpu_groups() {
+            let d = match self.by_group.get(&(node, group)) {
+                Some(&d) => d,
+                None => {
+                    let taken: Vec<usize> = self
+                        .by_group
+                        .iter()
+                        .filter(|((n, _), _)| *n == node)
+                        .map(|(_, &d)| d)
+                        .collect();
+                    let emptiest = |free_only: bool| {
+                        (0..free.len())
+                            .filter(|d| !free_only || !taken.contains(d))
+                            .filter(|d| !devices.iter().any(|&(e, _)| e == *d))
+                            .max_by_key(|&d| (free[d], std::cmp::Reverse(d)))
+                    };
+                    let Some(d) = emptiest(true).or_else(|| emptiest(false)) else {
+                        continue;
+                    };
+                    self.by_group.insert((node, group), d);
+                    d
+                }
+            };
+            devices.push((d, share));
+        }
+        devices
+    }
+}
+
 /// A pod on a node, as inter-pod (anti-)affinity sees it.
 #[derive(Debug, Clone)]
 struct Resident {
@@ -149,29 +200,39 @@ impl<'s> ClusterState<'s> {
             .collect();
         let mut slots = vec![None; snapshot.pods.len()];
         // Kubernetes does not say which device a pod holds, so rebuild it: whole-device pods
-        // first (they need empty devices), then shared pods largest first onto partly used ones.
-        let mut bound: Vec<(usize, usize)> = snapshot
+        // first (they need empty devices), then shared pods whose devices KAI's binder named
+        // (each named device one of the node's), then the other shared pods largest first onto
+        // partly used ones.
+        let mut bound: Vec<(usize, usize, bool)> = snapshot
             .pods
             .iter()
             .enumerate()
             .filter_map(|(p, pod)| {
-                pod.node
-                    .as_deref()
-                    .and_then(|n| index.get(n))
-                    .map(|&n| (p, n))
+                let &n = index.get(pod.node.as_deref()?)?;
+                let named = pod.gpu_groups().len() == pod.shared_devices.max(1) as usize;
+                Some((p, n, named))
             })
             .collect();
-        bound.sort_by_key(|&(p, _)| {
+        bound.sort_by_key(|&(p, _, named)| {
             let pod = &snapshot.pods[p];
-            (pod.fractional, std::cmp::Reverse(pod.request.gpu), p)
+            (
+                pod.fractional,
+                !named,
+                std::cmp::Reverse(pod.request.gpu),
+                p,
+            )
         });
-        for (p, node) in bound {
+        let mut named_devices = NamedDevices::default();
+        for (p, node, named) in bound {
             let pod = &snapshot.pods[p];
             // A bound pod always takes its place; where the snapshot over-commits a node, it is
             // charged to the emptiest devices so that nothing else is placed there.
-            let devices = state
-                .resources_fit(node, pod, Strategy::Binpack)
-                .unwrap_or_else(|| state.overcommit(node, pod));
+            let devices = match named {
+                true => named_devices.of(&state.nodes[node].devices, node, pod),
+                false => state
+                    .resources_fit(node, pod, Strategy::Binpack)
+                    .unwrap_or_else(|| state.overcommit(node, pod)),
+            };
             let slot = Slot { node, devices };
             state.apply(&slot, pod, -1);
             slots[p] = Some(slot);

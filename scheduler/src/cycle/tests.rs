@@ -426,6 +426,109 @@ fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
 }
 
 #[test]
+fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_device() {
+    let p = policy(TWO_TEAMS);
+    let half = |name: &str, group: Option<&str>| {
+        let mut pod = Pod {
+            fractional: true,
+            request: Amounts {
+                gpu: 500,
+                cpu: 100,
+                memory: 1 << 20,
+            },
+            ..pod("a", name, 0)
+        };
+        if let Some(g) = group {
+            pod.labels.insert("runai-gpu-group".into(), g.into());
+        }
+        running(pod, "n1", 0)
+    };
+    let s = |groups: [Option<&str>; 2]| Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 2)],
+        pods: vec![
+            half("h0", groups[0]),
+            half("h1", groups[1]),
+            pod("a", "w", 1),
+        ],
+        groups: vec![],
+    };
+    // On two devices, half used each: no whole device is free until one half moves to the
+    // other device, as KAI's consolidation does; `w` waits for it on n1.
+    let r = cycle(&p, &s([Some("g0"), Some("g1")]), 0);
+    assert_eq!(binds(&r), vec![]);
+    let moved = evicted(&r);
+    assert_eq!(moved.len(), 1, "{:#?}", r.decisions);
+    assert!(
+        matches!(&moved[0].1, EvictReason::Consolidate { to_node, for_job } if to_node == "n1" && for_job == "a/w"),
+        "{moved:?}"
+    );
+    assert!(
+        r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Nominate { pod, node } if pod == "a/w" && node == "n1")),
+        "{:#?}",
+        r.decisions
+    );
+    // On one device: the other is free, and `w` binds at once.
+    let r = cycle(&p, &s([Some("g0"), Some("g0")]), 0);
+    assert_eq!(binds(&r), vec![("a/w".to_string(), "n1".to_string())]);
+    assert_eq!(evicted(&r), vec![]);
+    // Unnamed, the devices are the cycle's guess: shared pods packed together.
+    let r = cycle(&p, &s([None, None]), 0);
+    assert_eq!(binds(&r), vec![("a/w".to_string(), "n1".to_string())]);
+}
+
+#[test]
+fn a_pod_shared_over_several_named_devices_holds_each_of_them() {
+    let p = policy(TWO_TEAMS);
+    let shared = |name: &str, devices: u32, groups: &[&str]| {
+        let mut pod = Pod {
+            fractional: true,
+            shared_devices: devices,
+            request: Amounts {
+                gpu: 500 * i64::from(devices),
+                cpu: 100,
+                memory: 1 << 20,
+            },
+            ..pod("a", name, 0)
+        };
+        for g in groups {
+            let key = match devices {
+                1 => "runai-gpu-group".to_string(),
+                _ => format!("runai-gpu-group/{g}"),
+            };
+            pod.labels.insert(key, g.to_string());
+        }
+        running(pod, "n1", 0)
+    };
+    let s = |named: bool| {
+        let groups = |g: &'static [&'static str]| if named { g } else { &[] };
+        Snapshot {
+            priority_classes: Default::default(),
+            nodes: vec![node("n1", 3), node("n2", 1)],
+            pods: vec![
+                // Half of each of two devices, and half of a third.
+                shared("split", 2, groups(&["x", "y"])),
+                shared("half", 1, groups(&["z"])),
+                pod("a", "w", 1),
+            ],
+            groups: vec![],
+        }
+    };
+    // Named, every device of n1 is half used: `w` goes to n2.
+    assert_eq!(
+        binds(&cycle(&p, &s(true), 0)),
+        vec![("a/w".to_string(), "n2".to_string())]
+    );
+    // Unnamed, the cycle packs `half` beside `split`, which leaves n1 a whole device.
+    assert_eq!(
+        binds(&cycle(&p, &s(false), 0)),
+        vec![("a/w".to_string(), "n1".to_string())]
+    );
+}
+
+#[test]
 fn binpack_fills_the_fullest_node_and_spread_the_emptiest() {
     let s = |p: Pod| Snapshot {
         priority_classes: Default::default(),

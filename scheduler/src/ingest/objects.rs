@@ -8,7 +8,7 @@ use super::{
 };
 use crate::cluster::{
     Amounts, Constraints, HostPort, LabelSelector, Node, NodeSelectorTerm, Operator, Pod,
-    PodAffinityTerm, Requirement, Taint, TaintEffect, Time, Toleration,
+    PodAffinityTerm, RESERVATION_APP, Requirement, Taint, TaintEffect, Time, Toleration,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Node as K8sNode, NodeSelectorRequirement, NodeSelectorTerm as K8sTerm,
@@ -309,10 +309,24 @@ pub fn read_pod(
     let theirs = spec
         .and_then(|s| s.scheduler_name.as_deref())
         .unwrap_or("default-scheduler");
-    let foreign = options
-        .scheduler_name
-        .as_deref()
-        .is_some_and(|ours| ours != theirs);
+    // KAI's binder makes one reservation pod per shared GPU device, bound at once, to hold the
+    // device for the shared pods on it: never a job of ours, and its GPU is counted by those
+    // pods' shares, not a second time (`node_info.go: addTaskResources`).
+    let reservation = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app"))
+        .is_some_and(|app| app == RESERVATION_APP);
+    if reservation && node.is_none() {
+        return Ok(PodRead::Skipped(
+            "it is a GPU reservation pod of KAI's binder, which places it".into(),
+        ));
+    }
+    let foreign = reservation
+        || options
+            .scheduler_name
+            .as_deref()
+            .is_some_and(|ours| ours != theirs);
     if let (None, true) = (&node, foreign) {
         let ours = options.scheduler_name.as_deref().unwrap_or_default();
         return Ok(PodRead::Skipped(format!(
@@ -338,6 +352,9 @@ pub fn read_pod(
         meta.name.as_deref().unwrap_or_default()
     );
     notes.extend(share_notes.into_iter().map(|n| format!("Pod {key}: {n}")));
+    if reservation {
+        request.gpu = 0;
+    }
     let (mut fractional, mut shared_devices, mut gpu_memory) = (false, 0, None);
     if let Some(share) = share {
         request.gpu = share.total;

@@ -777,3 +777,93 @@ metadata:
             .all(|p| p.group.as_deref() == Some("pg-train-workers-0"))
     );
 }
+
+#[test]
+fn kais_gpu_reservation_pods_hold_no_gpu_and_shared_pods_name_their_devices() {
+    // As KAI's binder leaves a node with one device shared by two pods and a pod on halves of
+    // two devices (`resource_reservation.go: createResourceReservationPod`,
+    // `updatePodGPUGroup`): a reservation pod per device, in its own namespace, requesting a
+    // whole GPU and not scheduled by us.
+    let reservation = |name: &str, group: &str, node: &str| {
+        format!(
+            "
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: kai-resource-reservation
+  labels: {{app: kai-resource-reservation, runai-gpu-group: {group}}}
+  annotations: {{karpenter.sh/do-not-disrupt: \"true\"}}
+spec:
+  {node}
+  containers:
+  - name: resource-reservation
+    image: registry/kai/resource-reservation:v0.9
+    resources:
+      limits: {{nvidia.com/gpu: \"1\"}}
+      requests: {{nvidia.com/gpu: \"1\"}}
+status: {{phase: Running}}
+"
+        )
+    };
+    let shared = |name: &str, labels: &str, devices: u32| {
+        format!(
+            "
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: team
+  labels: {{{labels}}}
+  annotations: {{gpu-fraction: \"0.5\", gpu-fraction-num-devices: \"{devices}\"}}
+spec:
+  schedulerName: kai-scheduler
+  nodeName: gpu-01
+  containers: [{{name: c, resources: {{requests: {{cpu: 100m}}}}}}]
+status: {{phase: Running}}
+"
+        )
+    };
+    let text = [
+        NODE.to_string(),
+        reservation("gpu-reservation-gpu-01-a", "a", "nodeName: gpu-01"),
+        reservation("gpu-reservation-gpu-01-b", "b", "nodeName: gpu-01"),
+        reservation("gpu-reservation-gpu-01-c", "c", "nodeName: gpu-01"),
+        shared("one", "runai-gpu-group: a", 1),
+        shared("two", "runai-gpu-group: a, app: notebook", 1),
+        shared("split", "runai-gpu-group/b: b, runai-gpu-group/c: c", 2),
+        shared("unnamed", "app: notebook", 1),
+        reservation(
+            "gpu-reservation-gpu-02-d",
+            "d",
+            "schedulerName: kai-scheduler",
+        ),
+    ]
+    .join("---\n");
+    let file = parse(&text);
+    assert_eq!(
+        file.notes,
+        [
+            "skipped Pod kai-resource-reservation/gpu-reservation-gpu-02-d: it is a GPU reservation pod of KAI's binder, which places it"
+        ]
+    );
+    let pods = &file.snapshot.pods;
+    let by_name = |n: &str| pods.iter().find(|p| p.name == n).expect(n);
+    for name in ["gpu-reservation-gpu-01-a", "gpu-reservation-gpu-01-b"] {
+        let r = by_name(name);
+        assert!(r.foreign, "{name} is KAI's, not a job");
+        assert_eq!(
+            r.request.gpu, 0,
+            "{name}'s device is counted by its shared pods"
+        );
+        assert!(
+            r.gpu_groups().is_empty(),
+            "a reservation pod shares nothing"
+        );
+    }
+    assert_eq!(by_name("one").gpu_groups(), ["a"]);
+    assert_eq!(by_name("two").gpu_groups(), ["a"]);
+    assert_eq!(by_name("split").gpu_groups(), ["b", "c"]);
+    assert_eq!(by_name("split").request.gpu, 1000);
+    assert!(by_name("unnamed").gpu_groups().is_empty());
+}

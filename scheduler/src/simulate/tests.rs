@@ -46,7 +46,13 @@ fn decisions_change_the_snapshot() {
         pods: vec![
             pod("new", None),
             pod("victim", Some("a")),
-            pod("moved", Some("a")),
+            Pod {
+                fractional: true,
+                labels: [("runai-gpu-group", "g"), ("app", "notebook")]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                ..pod("moved", Some("a"))
+            },
             pod("waiting", None),
         ],
         groups: vec![],
@@ -90,6 +96,9 @@ fn decisions_change_the_snapshot() {
     assert!(!by_name.contains_key("victim"));
     assert_eq!(by_name["moved"].node.as_deref(), Some("b"));
     assert_eq!(by_name["moved"].started, Some(120));
+    // A moved shared pod shares whatever device it gets on its new node: its old one is no more.
+    assert!(by_name["moved"].gpu_groups().is_empty());
+    assert_eq!(by_name["moved"].labels.len(), 1);
     assert_eq!(by_name["new"].node.as_deref(), Some("a"));
     assert_eq!(by_name["new"].started, Some(120));
     assert_eq!(by_name["waiting"].node, None);

@@ -481,7 +481,7 @@ TOPOLOGY_FIELDS = {"Name", "Jobs", "Nodes", "Queues", "Departments", "DisableDef
 
 # Fields read but not checked (the harness ignores them), with why, for the file's header.
 IGNORED = {
-    "GPUGroups": "which device a shared pod holds: our cycle rebuilds device assignment",
+    "GPUGroups": "in expectations, the device a pod ends on: our decisions name nodes only",
     "DontValidateGPUGroup": "goes with GPUGroups",
     "GPUName": "a label only",
     "InteractiveTimeoutInMinutes": "not read by the action",
