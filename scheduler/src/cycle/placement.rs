@@ -407,103 +407,213 @@ fn preferred(
         .expect("the first slot is always there")
 }
 
-/// The reasons found for pods that did not fit, in one version of the state. A cluster too full
-/// for a queue's backlog sees the same few pod shapes fail one after another with nothing
-/// placed between them; each shape's reason is then worked out over the nodes once.
+/// The reasons found for pods that did not fit. A cluster too full for a queue's backlog sees
+/// the same few pod shapes fail one after another, each after a few pods were placed: each
+/// shape keeps what every node said about it, and only the nodes changed since are asked
+/// again.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WhyNot {
-    version: u64,
-    /// A pod of each shape, with the reason.
-    found: Vec<(usize, Reason)>,
+    shapes: Vec<Shape>,
 }
 
-/// The most shapes remembered for one version.
+/// What the nodes said about a pod of one shape.
+#[derive(Debug, Clone)]
+struct Shape {
+    /// A pod of the shape.
+    pod: usize,
+    /// Per node, as of `synced`.
+    seen: Vec<Seen>,
+    tally: Tally,
+    /// The state's stamp when `seen` was last brought up to date.
+    synced: u64,
+    /// The reason, and the state's version it holds for.
+    reason: Option<(u64, Reason)>,
+}
+
+/// The most shapes remembered, the most recently tried first.
 const WHY_NOT_SHAPES: usize = 32;
 
-/// [`no_fit`], or the reason already found in this version of the state for a pod with the
-/// same needs.
+/// Why no node takes pod `p`, in kube-scheduler's style: how many nodes fail each filter, with
+/// the numbers; when every node fails a filter that freeing resources cannot change, or the pod
+/// is larger than any node it may use even empty, that instead. Worked out from what the nodes
+/// said about a pod with the same needs, asking again only the nodes changed since. A node's answer depends on the node alone, unless pods have
+/// inter-pod terms (a pod placed on one node then changes its whole topology domain): then
+/// every node is asked again once the state has changed.
 fn explain_no_fit(state: &mut ClusterState, snapshot: &Snapshot, p: usize) -> Reason {
     let pod = &snapshot.pods[p];
-    let version = state.version();
-    if state.why_not.version != version {
-        state.why_not = WhyNot {
-            version,
-            found: Vec::new(),
-        };
-    }
-    let known = state
+    let terms = state.tracks_inter_pod_terms();
+    let (version, stamp) = (state.version(), state.stamp());
+    let at = state
         .why_not
-        .found
+        .shapes
         .iter()
-        .find(|(q, _)| same_needs(&snapshot.pods[*q], pod));
-    if let Some((_, reason)) = known {
-        return reason.clone();
-    }
-    let reason = no_fit(state, pod);
-    if state.why_not.found.len() < WHY_NOT_SHAPES {
-        state.why_not.found.push((p, reason.clone()));
-    }
+        .position(|s| same_needs(&snapshot.pods[s.pod], pod, terms));
+    let Some(at) = at else {
+        let seen: Vec<Seen> = (0..state.len()).map(|n| seen(state, n, pod)).collect();
+        let mut tally = Tally::default();
+        for s in &seen {
+            tally.count(s, 1);
+        }
+        let reason = tally.reason(state, pod);
+        // The shape tried longest ago makes way.
+        state.why_not.shapes.truncate(WHY_NOT_SHAPES - 1);
+        state.why_not.shapes.insert(
+            0,
+            Shape {
+                pod: p,
+                seen,
+                tally,
+                synced: stamp,
+                reason: Some((version, reason.clone())),
+            },
+        );
+        return reason;
+    };
+    let mut shape = state.why_not.shapes.remove(at);
+    let reason = match &shape.reason {
+        Some((v, reason)) if *v == version => reason.clone(),
+        _ => {
+            let changed: Vec<usize> = match terms {
+                true => (0..state.len()).collect(),
+                false => state.changed_since(shape.synced).collect(),
+            };
+            for n in changed {
+                let now = seen(state, n, pod);
+                if now != shape.seen[n] {
+                    shape.tally.count(&shape.seen[n], -1);
+                    shape.tally.count(&now, 1);
+                    shape.seen[n] = now;
+                }
+            }
+            shape.synced = stamp;
+            let reason = shape.tally.reason(state, pod);
+            shape.reason = Some((version, reason.clone()));
+            reason
+        }
+    };
+    state.why_not.shapes.insert(0, shape);
     reason
 }
 
-/// Whether two pods ask the same of a node: everything the filters and the reasons read.
-fn same_needs(a: &Pod, b: &Pod) -> bool {
+/// Whether two pods ask the same of a node: everything the filters and the reasons read. Their
+/// namespaces and labels matter only to inter-pod terms (`terms`: some pod has them).
+fn same_needs(a: &Pod, b: &Pod, terms: bool) -> bool {
     a.request == b.request
         && a.fractional == b.fractional
         && a.shared_devices == b.shared_devices
         && a.gpu_memory == b.gpu_memory
-        && a.namespace == b.namespace
         && a.extended == b.extended
-        && a.labels == b.labels
         && a.constraints == b.constraints
+        && (!terms || (a.namespace == b.namespace && a.labels == b.labels))
 }
 
-/// Why no node takes a pod, in kube-scheduler's style: how many nodes fail each filter, with
-/// the numbers. When every node fails a filter that freeing resources cannot change, or the pod
-/// is larger than any node it may use even empty, says that instead.
-fn no_fit(state: &ClusterState, pod: &Pod) -> Reason {
-    let mut found: BTreeMap<Found, (u32, i64)> = BTreeMap::new();
-    let (mut admitted, mut any_holds) = (0usize, false);
-    for n in 0..state.len() {
-        let what = match state.misfit(n, pod) {
-            Some(m) => Found::Misfit(m),
-            None => {
-                admitted += 1;
-                any_holds = any_holds || holds_when_empty(state, n, pod);
-                let lacking = state.lacking(n, pod);
-                if let Some(kind) = ResourceKind::ALL.into_iter().find(|&k| *lacking.get(k) > 0) {
-                    let most = match kind {
-                        ResourceKind::Gpu => pod.request.gpu - lacking.gpu,
-                        _ => *state.free(n).get(kind),
-                    };
-                    record(&mut found, Found::Lacks(kind), most);
-                    continue;
-                }
-                match state.room(n, pod) {
-                    Some(Shortage::Extended(name, need, free)) => {
-                        record(&mut found, Found::LacksExtended(name, need), free);
-                        continue;
-                    }
-                    Some(shortage) => Found::Room(shortage),
-                    None => Found::Excluded,
-                }
-            }
+/// What one node says about a pod: the finding it is counted under, the free amount it shows
+/// there (the most of them is reported), whether the node admits the pod at all, and whether
+/// the pod would fit it empty.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    what: Found,
+    free: i64,
+    admitted: bool,
+    holds: bool,
+}
+
+/// What node `n` says about `pod` as the state stands.
+fn seen(state: &ClusterState, n: usize, pod: &Pod) -> Seen {
+    if let Some(m) = state.misfit(n, pod) {
+        return Seen {
+            what: Found::Misfit(m),
+            free: 0,
+            admitted: false,
+            holds: false,
         };
-        record(&mut found, what, 0);
     }
-    let nodes = state.len() as u32;
-    if admitted == 0 && nodes > 0 {
-        return Reason::NoNodeMatches {
+    let lacking = state.lacking(n, pod);
+    let (what, free) = if let Some(kind) =
+        ResourceKind::ALL.into_iter().find(|&k| *lacking.get(k) > 0)
+    {
+        let most = match kind {
+            ResourceKind::Gpu => pod.request.gpu - lacking.gpu,
+            _ => *state.free(n).get(kind),
+        };
+        (Found::Lacks(kind), most)
+    } else {
+        match state.room(n, pod) {
+            Some(Shortage::Extended(name, need, free)) => (Found::LacksExtended(name, need), free),
+            Some(shortage) => (Found::Room(shortage), 0),
+            None => (Found::Excluded, 0),
+        }
+    };
+    Seen {
+        what,
+        free,
+        admitted: true,
+        holds: holds_when_empty(state, n, pod),
+    }
+}
+
+/// The nodes' answers counted: per finding, how many nodes and the free amounts they show.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    found: BTreeMap<Found, (u32, BTreeMap<i64, u32>)>,
+    admitted: usize,
+    holds: usize,
+}
+
+impl Tally {
+    /// Counts a node's answer in (`sign` 1) or out (`sign` -1).
+    fn count(&mut self, seen: &Seen, sign: i32) {
+        let up = sign > 0;
+        let step = |n: &mut usize| *n = if up { *n + 1 } else { *n - 1 };
+        if seen.admitted {
+            step(&mut self.admitted);
+        }
+        if seen.holds {
+            step(&mut self.holds);
+        }
+        let (nodes, frees) = self.found.entry(seen.what.clone()).or_default();
+        let free = frees.entry(seen.free).or_default();
+        if up {
+            *nodes += 1;
+            *free += 1;
+            return;
+        }
+        *nodes -= 1;
+        *free -= 1;
+        if *free == 0 {
+            frees.remove(&seen.free);
+        }
+        if *nodes == 0 {
+            self.found.remove(&seen.what);
+        }
+    }
+
+    /// The reason the answers give.
+    fn reason(&self, state: &ClusterState, pod: &Pod) -> Reason {
+        let found: BTreeMap<Found, (u32, i64)> = self
+            .found
+            .iter()
+            .map(|(what, (nodes, frees))| {
+                let most = frees.last_key_value().map_or(i64::MIN, |(&f, _)| f);
+                (what.clone(), (*nodes, most))
+            })
+            .collect();
+        let nodes = state.len() as u32;
+        if self.admitted == 0 && nodes > 0 {
+            return Reason::NoNodeMatches {
+                nodes,
+                found: summary(found, pod),
+            };
+        }
+        if self.holds == 0
+            && let Some(reason) = larger_than_any(state, pod)
+        {
+            return reason;
+        }
+        Reason::NoNodeFits {
             nodes,
             found: summary(found, pod),
-        };
-    }
-    if !any_holds && let Some(reason) = larger_than_any(state, pod) {
-        return reason;
-    }
-    Reason::NoNodeFits {
-        nodes,
-        found: summary(found, pod),
+        }
     }
 }
 
@@ -516,13 +626,6 @@ enum Found {
     Room(Shortage),
     /// Fits, but not where the gang's placement allows (topology domain, GPUs per node).
     Excluded,
-}
-
-/// Counts one node under a finding, keeping the most free amount seen.
-fn record(found: &mut BTreeMap<Found, (u32, i64)>, what: Found, free: i64) {
-    let entry = found.entry(what).or_insert((0, i64::MIN));
-    entry.0 += 1;
-    entry.1 = entry.1.max(free);
 }
 
 fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
@@ -682,5 +785,138 @@ mod why_not_tests {
             why(&mut state, &[6]),
             "0/2 nodes fit: 2 lack 2 GPU (most free: 0)"
         );
+    }
+}
+
+#[cfg(test)]
+mod why_not_props {
+    use kai_policy_compiler::model::Strategy;
+    use proptest::prelude::{ProptestConfig, any, prop, prop_assert_eq, prop_compose, proptest};
+
+    use super::*;
+    use crate::cluster::{Amounts, LabelSelector, Node, PodAffinityTerm};
+
+    fn pod(i: usize, gpu: i64, cpu: i64, fractional: bool, pinned: bool) -> Pod {
+        let mut pod = Pod {
+            namespace: "ns".into(),
+            name: format!("p{i}"),
+            request: Amounts {
+                gpu,
+                cpu,
+                memory: 1 << 30,
+            },
+            fractional,
+            shared_devices: u32::from(fractional),
+            ..Default::default()
+        };
+        if pinned {
+            pod.constraints.node_selector = BTreeMap::from([("pool".into(), "a".into())]);
+        }
+        pod
+    }
+
+    prop_compose! {
+        /// Up to 12 nodes (some cordoned, some in pool `a`, in three zones) and 60 pods of a
+        /// few shapes to place and take away in turn; with `terms`, the pods of one shape keep
+        /// apart by zone (inter-pod anti-affinity).
+        fn cluster()(
+            nodes in prop::collection::vec((0i64..=4, 1i64..=8, 0u8..6), 1..12),
+            pods in prop::collection::vec((0u8..5, 0i64..4, any::<bool>()), 1..60),
+            terms in any::<bool>(),
+        ) -> Snapshot {
+            let nodes = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &(gpus, cores, kind))| Node {
+                    name: format!("n{i}"),
+                    labels: match kind {
+                        0 | 1 => BTreeMap::from([("pool".to_string(), "a".to_string())]),
+                        _ => BTreeMap::new(),
+                    }
+                    .into_iter()
+                    .chain([("zone".to_string(), format!("z{}", i % 3))])
+                    .collect(),
+                    allocatable: Amounts {
+                        gpu: gpus * 1000,
+                        cpu: cores * 1000,
+                        memory: 1 << 40,
+                    },
+                    unschedulable: kind == 5,
+                    ..Default::default()
+                })
+                .collect();
+            let pods = pods
+                .iter()
+                .enumerate()
+                .map(|(i, &(shape, size, pinned))| match shape {
+                    0 => pod(i, 1000 * (size + 1), 1000, false, pinned),
+                    1 => pod(i, 250 * (size + 1), 500, true, pinned),
+                    2 => pod(i, 0, 2000 * (size + 1), false, pinned),
+                    3 if terms => {
+                        let mut pod = pod(i, 1000, 1000, false, false);
+                        let app = BTreeMap::from([("app".to_string(), "apart".to_string())]);
+                        pod.constraints.pod_anti_affinity = vec![PodAffinityTerm {
+                            selector: LabelSelector {
+                                labels: app.clone(),
+                                expressions: Vec::new(),
+                            },
+                            namespaces: Vec::new(),
+                            topology_key: "zone".into(),
+                        }];
+                        pod.labels = app;
+                        pod
+                    }
+                    3 => pod(i, 1000, 1000, false, false),
+                    _ => pod(i, 500, 100, true, false),
+                })
+                .collect();
+            Snapshot { nodes, pods, ..Default::default() }
+        }
+    }
+
+    /// The reason every node gives as the state stands.
+    fn afresh(state: &ClusterState, pod: &Pod) -> Reason {
+        let mut tally = Tally::default();
+        for n in 0..state.len() {
+            tally.count(&seen(state, n, pod), 1);
+        }
+        tally.reason(state, pod)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// The reason kept up to date node by node is the reason every node gives afresh,
+        /// whatever was placed and taken away since a pod of the same needs was last told.
+        #[test]
+        fn a_kept_reason_is_the_reason_worked_out_afresh(
+            snapshot in cluster(),
+            steps in prop::collection::vec((0usize..60, any::<bool>()), 1..150),
+        ) {
+            let (mut state, _) = ClusterState::new(&snapshot);
+            let plan = Plan {
+                strategy: Strategy::Binpack,
+                max_gpus_per_node: None,
+                required: None,
+                preferred: None,
+                gang: None,
+            };
+            let mut placed: Vec<(usize, Slot)> = Vec::new();
+            for (i, (pick, take_away)) in steps.into_iter().enumerate() {
+                if take_away && !placed.is_empty() {
+                    let (p, slot) = placed.swap_remove(pick % placed.len());
+                    state.release(&slot, &snapshot.pods[p]);
+                    continue;
+                }
+                let p = (pick + i) % snapshot.pods.len();
+                if placed.iter().any(|(q, _)| *q == p) {
+                    continue;
+                }
+                match place_gang(&mut state, &snapshot, &[p], &plan) {
+                    Ok(slots) => placed.extend(slots),
+                    Err(kept) => prop_assert_eq!(kept, afresh(&state, &snapshot.pods[p])),
+                }
+            }
+        }
     }
 }

@@ -127,6 +127,8 @@ pub struct ClusterState<'s> {
     version: u64,
     /// The last number handed out.
     versions: u64,
+    /// Per node, the number handed out at its last change: what changed since a given number.
+    changed_at: Vec<u64>,
     /// Why pods did not fit, as found in this version of the state.
     pub(super) why_not: super::placement::WhyNot,
     /// Per node, what the pods bound there and released in this cycle (evicted or moved away)
@@ -181,6 +183,7 @@ impl<'s> ClusterState<'s> {
             free_total: Amounts::default(),
             version: 0,
             versions: 0,
+            changed_at: vec![0; snapshot.nodes.len()],
             why_not: Default::default(),
             releasing: vec![Amounts::default(); snapshot.nodes.len()],
             releasing_nodes: 0,
@@ -290,6 +293,16 @@ impl<'s> ClusterState<'s> {
         self.version
     }
 
+    /// A number that grows at every change, undone ones too (unlike [`Self::version`]).
+    pub fn stamp(&self) -> u64 {
+        self.versions
+    }
+
+    /// The nodes changed since [`Self::stamp`] was `stamp`.
+    pub fn changed_since(&self, stamp: u64) -> impl Iterator<Item = usize> + '_ {
+        (0..self.changed_at.len()).filter(move |&n| self.changed_at[n] > stamp)
+    }
+
     /// Says the state is again as it was at `version`: every change since has been undone.
     pub fn rewind(&mut self, version: u64) {
         self.version = version;
@@ -397,6 +410,7 @@ impl<'s> ClusterState<'s> {
     fn apply(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
         self.versions += 1;
         self.version = self.versions;
+        self.changed_at[slot.node] = self.versions;
         if self.schedulable[slot.node] {
             self.free_total = add(self.free_total, pod.request, sign);
         }
