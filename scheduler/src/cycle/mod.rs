@@ -156,6 +156,9 @@ impl Actions {
     }
 }
 
+/// Pods from which a cycle prepares its jobs and its nodes' room on two threads.
+const PARALLEL_PREPARE: usize = 20_000;
+
 /// Runs one cycle.
 pub fn run(cycle: &Cycle) -> CycleResult {
     run_actions(cycle, Actions::ALL)
@@ -176,8 +179,25 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         timings.push((name, now.duration_since(clock).as_secs_f64()));
         clock = now;
     };
-    let jobs = jobs::jobs(snapshot, policy);
-    let (mut state, mut slots) = state::ClusterState::new(snapshot);
+    // Grouping pods into jobs and rebuilding the nodes' free room read the snapshot only: on a
+    // large cluster they run side by side.
+    let (jobs, (mut state, mut slots)) = if snapshot.pods.len() >= PARALLEL_PREPARE {
+        std::thread::scope(|scope| {
+            let state = scope.spawn(|| state::ClusterState::new(snapshot));
+            let jobs = jobs::jobs(snapshot, policy);
+            (
+                jobs,
+                state
+                    .join()
+                    .expect("rebuilding the nodes' room does not panic"),
+            )
+        })
+    } else {
+        (
+            jobs::jobs(snapshot, policy),
+            state::ClusterState::new(snapshot),
+        )
+    };
     let mut used = QueueUse::new(policy.queues.len());
     for job in &jobs {
         let Ok(q) = job.queue else { continue };
