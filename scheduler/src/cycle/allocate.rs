@@ -71,6 +71,8 @@ pub(crate) struct RunningPods {
     moved: Vec<bool>,
     /// Per job: how many of its pods were moved.
     moved_in: Vec<u32>,
+    /// Per job: its pods that hold a slot and are not being deleted (KAI's active pods).
+    active: Vec<u32>,
 }
 
 impl RunningPods {
@@ -78,11 +80,15 @@ impl RunningPods {
     pub fn new(snapshot: &Snapshot, jobs: &[Job], slots: &[Option<Slot>]) -> Self {
         let mut job_of = vec![u32::MAX; snapshot.pods.len()];
         let mut count = vec![0; jobs.len()];
+        let mut active = vec![0; jobs.len()];
         for (j, job) in jobs.iter().enumerate() {
             for &p in &job.pods {
                 job_of[p] = j as u32;
-                if slots[p].is_some() && counts_as_running(snapshot, p) {
-                    count[j] += 1;
+                if slots[p].is_some() && !snapshot.pods[p].terminating {
+                    active[j] += 1;
+                    if counts_as_running(snapshot, p) {
+                        count[j] += 1;
+                    }
                 }
             }
         }
@@ -91,7 +97,18 @@ impl RunningPods {
             count,
             moved: vec![false; snapshot.pods.len()],
             moved_in: vec![0; jobs.len()],
+            active,
         }
+    }
+
+    /// Counts a pod that gets a slot (`up`) or loses it among its job's active pods.
+    fn slot_changed(&mut self, snapshot: &Snapshot, pod: usize, up: bool) {
+        let job = self.job_of[pod];
+        if job == u32::MAX || snapshot.pods[pod].terminating {
+            return;
+        }
+        let active = &mut self.active[job as usize];
+        *active = if up { *active + 1 } else { *active - 1 };
     }
 
     /// Whether some pod of `job` runs and none was moved: a job being moved is nobody's
@@ -161,6 +178,7 @@ impl Context<'_> {
         let slot = self.slots[pod].take();
         if slot.is_some() {
             self.running_pods.change(self.snapshot, pod, false);
+            self.running_pods.slot_changed(self.snapshot, pod, false);
         }
         slot
     }
@@ -200,6 +218,7 @@ impl Context<'_> {
         debug_assert!(self.slots[pod].is_none(), "a pod given a second slot");
         self.slots[pod] = Some(slot);
         self.running_pods.change(self.snapshot, pod, true);
+        self.running_pods.slot_changed(self.snapshot, pod, true);
     }
 
     /// Gives a pod that was taken off its node a slot on another one: it is evicted there
@@ -211,12 +230,16 @@ impl Context<'_> {
         );
         self.running_pods.set_moved(pod, true);
         self.slots[pod] = Some(slot);
+        self.running_pods.slot_changed(self.snapshot, pod, true);
     }
 
     /// Takes a moved pod's new slot away, undoing [`Self::move_to`].
     pub(crate) fn unmove(&mut self, pod: usize) -> Option<Slot> {
         let slot = self.slots[pod].take();
         self.running_pods.set_moved(pod, false);
+        if slot.is_some() {
+            self.running_pods.slot_changed(self.snapshot, pod, false);
+        }
         slot
     }
 
@@ -565,11 +588,17 @@ impl Context<'_> {
 
     /// How many pods of a job are active (see [`Self::active`]), without collecting them.
     pub(crate) fn active_count(&self, job: usize) -> usize {
-        self.jobs[job]
-            .pods
-            .iter()
-            .filter(|&&p| self.slots[p].is_some() && !self.snapshot.pods[p].terminating)
-            .count()
+        let active = self.running_pods.active[job] as usize;
+        debug_assert_eq!(
+            active,
+            self.jobs[job]
+                .pods
+                .iter()
+                .filter(|&&p| self.slots[p].is_some() && !self.snapshot.pods[p].terminating)
+                .count(),
+            "the active count of job {job} is off"
+        );
+        active
     }
 
     /// What [`Self::gang_core`]'s pods request (KAI's job init resources), without collecting
