@@ -73,6 +73,10 @@ pub(crate) struct RunningPods {
     moved_in: Vec<u32>,
     /// Per job: its pods that hold a slot and are not being deleted (KAI's active pods).
     active: Vec<u32>,
+    /// Per pod: moved by the eviction attempt under way, placed again before its preemptor.
+    early: Vec<bool>,
+    /// Per job: how many of its pods are `early`.
+    early_in: Vec<u32>,
 }
 
 impl RunningPods {
@@ -98,7 +102,26 @@ impl RunningPods {
             moved: vec![false; snapshot.pods.len()],
             moved_in: vec![0; jobs.len()],
             active,
+            early: vec![false; snapshot.pods.len()],
+            early_in: vec![0; jobs.len()],
         }
+    }
+
+    /// Marks a moved pod as placed again by the eviction attempt under way (its job may still
+    /// give other pods to that attempt), or no longer.
+    pub(crate) fn set_early(&mut self, pod: usize, early: bool) {
+        if self.early[pod] == early {
+            return;
+        }
+        self.early[pod] = early;
+        if let Some(n) = self.early_in.get_mut(self.job_of[pod] as usize) {
+            *n = if early { *n + 1 } else { *n - 1 };
+        }
+    }
+
+    /// Whether a pod was placed again by the eviction attempt under way.
+    pub(crate) fn is_early(&self, pod: usize) -> bool {
+        self.early[pod]
     }
 
     /// Counts a pod that gets a slot (`up`) or loses it among its job's active pods.
@@ -111,10 +134,11 @@ impl RunningPods {
         *active = if up { *active + 1 } else { *active - 1 };
     }
 
-    /// Whether some pod of `job` runs and none was moved: a job being moved is nobody's
-    /// victim for the rest of the cycle.
+    /// Whether some pod of `job` runs and none was moved, but by the eviction attempt under way:
+    /// a job being moved is nobody's victim for the rest of the cycle, while KAI's solver may
+    /// take more of a job whose pods it placed again before the preemptor.
     pub fn any(&self, job: usize) -> bool {
-        self.count[job] > 0 && self.moved_in[job] == 0
+        self.count[job] > 0 && self.moved_in[job] == self.early_in[job]
     }
 
     /// Whether a pod was moved to another node in this cycle.

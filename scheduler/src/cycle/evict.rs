@@ -330,7 +330,7 @@ impl Context<'_> {
                 && !self.jobs[job]
                     .pods
                     .iter()
-                    .any(|&p| self.running_pods.is_moved(p)),
+                    .any(|&p| self.running_pods.is_moved(p) && !self.running_pods.is_early(p)),
             "the running count of job {job} is off"
         );
         running
@@ -540,9 +540,27 @@ impl Context<'_> {
             if victim.reason.is_some()
                 && self.goes_before(victim.job, &victim.pods, job, leaf, pending)
             {
-                // Marked moved, even back on its own node, so this attempt does not take it again.
-                let back = placed_back_of(&early, victim.job);
-                let (gone, stay) = self.move_job(vec![(victim, freed)], true, back);
+                // KAI's solver allocates a victim's job once, with every pod of it the victims
+                // taken so far hold: the job's pods placed again earlier in this attempt are
+                // taken back and placed again with this one.
+                let mut units = self.take_back_early(&mut early, &mut early_failed, victim.job);
+                if let Some(nodes) = freed_since.as_mut() {
+                    nodes.extend(
+                        units
+                            .iter()
+                            .flat_map(|(_, to)| to.iter().map(|(_, s)| s.node)),
+                    );
+                }
+                let mut units: Vec<Released> = units.drain(..).map(|(unit, _)| unit).collect();
+                units.push((victim, freed));
+                // Marked moved, even back on its own node, so this attempt does not take those
+                // pods again.
+                let (gone, stay) = self.move_job(units, true, 0);
+                if let Some((_, _, to)) = &gone {
+                    for (p, _) in to {
+                        self.running_pods.set_early(*p, true);
+                    }
+                }
                 early.extend(gone);
                 early_failed.extend(stay);
             } else {
@@ -601,6 +619,11 @@ impl Context<'_> {
                 return false;
             }
             let for_job = self.jobs[job].key.clone();
+            for (_, _, to) in &moved {
+                for (p, _) in to {
+                    self.running_pods.set_early(*p, false);
+                }
+            }
             for (_, from, to) in &moved {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
                     if !same_place(&self.snapshot.pods[*p], from, to) {
@@ -634,6 +657,39 @@ impl Context<'_> {
             self.restore(&v, &freed);
         }
         false
+    }
+
+    /// Takes back what this attempt placed again of victim job `v` before the gang (`early`,
+    /// and its pods that found no place, `early_failed`): the pods leave the slots they were
+    /// given and their queue's allocation, as when they were released. Returns each unit as
+    /// released, with the slots it had been given (none for the ones that found no place).
+    fn take_back_early(
+        &mut self,
+        early: &mut Vec<Moved>,
+        early_failed: &mut Vec<Released>,
+        v: usize,
+    ) -> Vec<(Released, Vec<(usize, Slot)>)> {
+        let mut units = Vec::new();
+        let mut i = 0;
+        while i < early.len() {
+            if early[i].0.job != v {
+                i += 1;
+                continue;
+            }
+            let (unit, freed, to) = early.remove(i);
+            for (p, slot) in to.iter().rev() {
+                self.running_pods.set_early(*p, false);
+                self.unmove(*p);
+                self.state.release(slot, &self.snapshot.pods[*p]);
+            }
+            self.account(&unit, -1);
+            units.push(((unit, freed), to));
+        }
+        let (mine, others): (Vec<Released>, Vec<Released>) =
+            early_failed.drain(..).partition(|(u, _)| u.job == v);
+        *early_failed = others;
+        units.extend(mine.into_iter().map(|unit| (unit, Vec::new())));
+        units
     }
 
     /// With the gang placed, puts back every released victim (but the last) that the gang can do
@@ -767,7 +823,7 @@ impl Context<'_> {
 
     /// Places released pods of one victim job (`units`) again where they fit, all or none, as
     /// KAI's solver allocates a victim's job once (`AllocateJob` over `GetTasksToAllocate`):
-    /// the first of them in pod order, as many as [`Self::placed_back`] says (`back`: the
+    /// the first of them in KAI's task order, as many as [`Self::placed_back`] says (`back`: the
     /// job's pods this attempt placed again already); a PodGroup with sub-groups all of them.
     /// With `always_moved`, a pod that lands on its own node counts as moved too (no victim
     /// again in this attempt). Returns the pods placed, as a move, and the ones to evict.
@@ -791,7 +847,9 @@ impl Context<'_> {
                     .map(move |(p, slot)| (*p, slot.clone(), u.must_move))
             })
             .collect();
-        pods.sort_by_key(|&(p, _, _)| p);
+        // KAI's task order: the oldest first (`Session.TaskOrderFn`, whose last tie-break, the
+        // UID, is the snapshot's order here).
+        pods.sort_by_key(|&(p, _, _)| (self.snapshot.pods[p].created, p));
         let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
         let count = match self.jobs[v].gang {
             Some(_) => all.len(),
@@ -881,6 +939,7 @@ impl Context<'_> {
                 .zip(&freed)
                 .all(|((p, t), (q, f))| p == q && t == f);
             for (p, slot) in to.iter().rev() {
+                self.running_pods.set_early(*p, false);
                 if self.running_pods.is_moved(*p) {
                     self.unmove(*p);
                 } else {

@@ -504,6 +504,54 @@ fn a_victim_whose_queue_goes_first_takes_its_room_back_before_the_reclaimer() {
     assert!(nominated(&r).is_empty(), "{:#?}", r.decisions);
 }
 
+/// KAI's solver allocates a victim job once per set of victims, with all the pods the set
+/// holds of it: a job whose pod went back before the reclaimer may still give another.
+///
+/// The case above with A's pods one elastic job (minimum 1): n (4 GPUs) runs a1, a2, a3 (1 GPU
+/// each, created in that order), A has priority 101, quota 1, weight 0; R (quota 1) wants r1
+/// (2 GPUs). Fair shares A 1, R 2. With a3 taken, A goes first (its priority) and its job,
+/// holding a1 and a2, at its minimum or above, asks for one pod back: a3 takes its GPU again,
+/// and r1 finds 1 GPU free. KAI's next set is {a3, a2}: A, allocated once with a1 alone
+/// running, asks one pod back, the older of the two (`Session.TaskOrderFn`): a2 goes back, a3
+/// stays evicted, and r1 takes a3's GPU and the idle one (A holds 3 before a3 goes, above its
+/// share of 1; R ends at 2 of 2, A at 2 of 1: R is no more saturated than A).
+#[test]
+fn a_job_that_took_its_room_back_may_give_another_pod_to_the_same_reclaimer() {
+    let p = policy(
+        r#"
+        queue "a" priority=101 { gpu quota=1 weight=0; namespaces "a" }
+        queue "r" { gpu quota=1; namespaces "r" }
+        "#,
+    );
+    let elastic = |name: &str, at: Time| Pod {
+        group: Some("a".into()),
+        ..running(created(pod("a", name, 1), at), "n", at)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n", 4)],
+        pods: vec![
+            // Listed out of age order: the order KAI places pods back in is their age.
+            elastic("a1", 0),
+            elastic("a3", 2),
+            elastic("a2", 1),
+            created(pod("r", "r1", 2), 10),
+        ],
+        groups: vec![PodGroup {
+            namespace: "a".into(),
+            name: "a".into(),
+            min_member: 1,
+            created: 0,
+            ..Default::default()
+        }],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![1000, 2000]);
+    assert_eq!(reclaimed(&r), vec!["a/a3"], "{:#?}", r.decisions);
+    assert_eq!(moved(&r), Vec::<(String, String)>::new());
+    assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
+}
+
 /// In KAI's solver a queue competes with its jobs one after another: a waiting job that comes
 /// first is passed over, and the queue then competes again with its next job.
 ///
