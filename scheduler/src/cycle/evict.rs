@@ -1,5 +1,6 @@
 //! What reclaim, preempt and pipelining share: victims released one unit at a time, in the
-//! action's order, until the pending gang fits; the victims the gang can do without are kept;
+//! action's order, until the pending gang fits; the victims the gang can do without are kept
+//! (for a gang of one pod, those on its node are placed again by the nodes' order, as KAI's);
 //! the placement is nominated (pipelined) onto the room the victims are still releasing. If the
 //! gang never fits, everything is put back. Also preempt and stale-gang eviction.
 
@@ -694,7 +695,8 @@ impl Context<'_> {
 
     /// With the gang placed, puts back every released victim (but the last) that the gang can do
     /// without; `early` when victims were placed again before the gang (as they were taken, in
-    /// [`Self::release_until_fit`]). Returns the gang's slots and the victims it needs.
+    /// [`Self::release_until_fit`]). Returns the gang's slots and the victims to place again
+    /// after it: the ones it needs and, for a gang of one pod, every one on its node.
     fn keep_unneeded(
         &mut self,
         job: usize,
@@ -709,7 +711,22 @@ impl Context<'_> {
         let plan = &Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let last = released.pop();
         let mut needed = Vec::with_capacity(released.len() + 1);
+        // KAI's solver, for a preemptor of one pod, evicts every victim on the node it lands on
+        // (NodeLocalGreedy's scenario: the victims taken so far on the latest one's node) and
+        // places them again after it by the nodes' scores: they go with the needed ones, to be
+        // placed again where they fit, at home or elsewhere. Pods being deleted are not placed
+        // again at all.
+        let scenario = match (pending, slots.as_slice()) {
+            ([_], [(_, slot)]) => Some(slot.node),
+            _ => None,
+        };
         for (v, freed) in released {
+            if v.reason.is_some()
+                && scenario.is_some_and(|n| freed.iter().any(|(_, slot)| slot.node == n))
+            {
+                needed.push((v, freed));
+                continue;
+            }
             self.restore(&v, &freed);
             // Where the victim fits back beside the gang as it is placed, the gang keeps its
             // place; otherwise it is placed again without the victim's room.

@@ -793,3 +793,61 @@ fn the_victims_placed_again_after_the_gang_go_in_queue_order() {
     assert_eq!(moved(&r), vec![("q2/v2".to_string(), "n2".to_string())]);
     assert_eq!(nominated(&r), vec![("p/p1".to_string(), "n1".to_string())]);
 }
+
+/// KAI's solver, for a preemptor of one pod, evicts every victim taken so far on the node the
+/// preemptor lands on and places them again after it by the nodes' order
+/// (`plugins/nodelocalgreedy`: a scenario is the victims on the node of the latest one;
+/// `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`): one it does not need
+/// may move.
+///
+/// x (4 GPUs) runs a (1 GPU, priority 10) and l (3 GPUs, priority 40); w (8 GPUs) has 7 taken
+/// by a pod that may not be preempted. p (2 GPUs, priority 200) waits in the same queue.
+/// Preempt takes a (lowest first): x has 1 GPU free, too few; then l: x has 4. p goes to x.
+/// Then l and a are placed again, in job order: l (3 GPUs) fits nowhere (x has 2 left, w 1)
+/// and is evicted; a (1 GPU) goes first to a node where it fits in idle room
+/// (`plugins/nodeavailability`): x's 2 GPUs are the room a and l are releasing, w's one is
+/// idle, so a moves to w. With w full, a goes back to x and stays.
+#[test]
+fn a_victim_the_preemptor_does_not_need_is_placed_again_by_the_nodes_order() {
+    let run = |w_taken: i64| {
+        let p = policy(
+            r#"
+            priority-class "high" value=200 preemptible=#false
+            priority-class "mid" value=40
+            priority-class "low" value=10
+            queue "q" { gpu quota=16; namespaces "q" }
+            "#,
+        );
+        let class = |pod: Pod, class: &str| Pod {
+            priority_class: Some(class.into()),
+            ..pod
+        };
+        let s = Snapshot {
+            priority_classes: Default::default(),
+            nodes: vec![node("x", 4), node("w", 8)],
+            pods: vec![
+                running(class(created(pod("q", "a", 1), 0), "low"), "x", 0),
+                running(class(created(pod("q", "l", 3), 1), "mid"), "x", 1),
+                running(class(created(pod("q", "keep", w_taken), 2), "high"), "w", 2),
+                class(created(pod("q", "p", 2), 10), "high"),
+            ],
+            groups: vec![],
+        };
+        cycle(&p, &s, 3600)
+    };
+    let preempted = |r: &CycleResult| -> Vec<String> {
+        evicted(r)
+            .into_iter()
+            .filter(|(_, why)| matches!(why, EvictReason::Preempt { .. }))
+            .map(|(pod, _)| pod)
+            .collect()
+    };
+    let r = run(7);
+    assert_eq!(preempted(&r), vec!["q/l"], "{:#?}", r.decisions);
+    assert_eq!(moved(&r), vec![("q/a".to_string(), "w".to_string())]);
+    assert_eq!(nominated(&r), vec![("q/p".to_string(), "x".to_string())]);
+    let r = run(8);
+    assert_eq!(preempted(&r), vec!["q/l"], "{:#?}", r.decisions);
+    assert_eq!(moved(&r), Vec::<(String, String)>::new());
+    assert_eq!(nominated(&r), vec![("q/p".to_string(), "x".to_string())]);
+}
