@@ -544,15 +544,14 @@ impl Context<'_> {
                 // KAI's solver allocates a victim's job once, with every pod of it the victims
                 // taken so far hold: the job's pods placed again earlier in this attempt are
                 // taken back and placed again with this one.
-                let mut units = self.take_back_early(&mut early, &mut early_failed, victim.job);
-                if let Some(nodes) = freed_since.as_mut() {
-                    nodes.extend(
-                        units
-                            .iter()
-                            .flat_map(|(_, to)| to.iter().map(|(_, s)| s.node)),
-                    );
+                let back = self.take_back_early(&mut early, &mut early_failed, victim.job);
+                let mut units: Vec<Released> = Vec::with_capacity(back.len() + 1);
+                for (unit, to) in back {
+                    if let Some(nodes) = freed_since.as_mut() {
+                        nodes.extend(to.iter().map(|(_, slot)| slot.node));
+                    }
+                    units.push(unit);
                 }
-                let mut units: Vec<Released> = units.drain(..).map(|(unit, _)| unit).collect();
                 units.push((victim, freed));
                 // Marked moved, even back on its own node, so this attempt does not take those
                 // pods again.
@@ -686,10 +685,14 @@ impl Context<'_> {
             self.account(&unit, -1);
             units.push(((unit, freed), to));
         }
-        let (mine, others): (Vec<Released>, Vec<Released>) =
-            early_failed.drain(..).partition(|(u, _)| u.job == v);
-        *early_failed = others;
-        units.extend(mine.into_iter().map(|unit| (unit, Vec::new())));
+        let mut i = 0;
+        while i < early_failed.len() {
+            if early_failed[i].0.job == v {
+                units.push((early_failed.remove(i), Vec::new()));
+            } else {
+                i += 1;
+            }
+        }
         units
     }
 
