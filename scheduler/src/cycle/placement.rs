@@ -884,7 +884,10 @@ mod why_not_props {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig {
+            cases: ProptestConfig::default().cases.max(300),
+            ..ProptestConfig::default()
+        })]
 
         /// The reason kept up to date node by node is the reason every node gives afresh,
         /// whatever was placed and taken away since a pod of the same needs was last told.
