@@ -725,6 +725,20 @@ fn larger_than_any(state: &ClusterState, pod: &Pod) -> Option<Reason> {
 }
 
 #[cfg(test)]
+impl Plan<'_> {
+    /// GPU binpack with no other rule: what the placement tests place by.
+    fn binpack() -> Self {
+        Plan {
+            strategy: Strategy::Binpack,
+            max_gpus_per_node: None,
+            required: None,
+            preferred: None,
+            gang: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod why_not_tests {
     use super::*;
     use crate::cycle::tests::{node, pod, running};
@@ -757,13 +771,7 @@ mod why_not_tests {
             ..Default::default()
         };
         let (mut state, _) = ClusterState::new(&snapshot);
-        let plan = Plan {
-            strategy: Strategy::Binpack,
-            max_gpus_per_node: None,
-            required: None,
-            preferred: None,
-            gang: None,
-        };
+        let plan = Plan::binpack();
         let why = |state: &mut ClusterState, pods: &[usize]| {
             place_gang(state, &snapshot, pods, &plan)
                 .expect_err("does not fit")
@@ -790,7 +798,6 @@ mod why_not_tests {
 
 #[cfg(test)]
 mod why_not_props {
-    use kai_policy_compiler::model::Strategy;
     use proptest::prelude::{ProptestConfig, any, prop, prop_assert_eq, prop_compose, proptest};
 
     use super::*;
@@ -897,13 +904,7 @@ mod why_not_props {
             steps in prop::collection::vec((0usize..60, any::<bool>()), 1..150),
         ) {
             let (mut state, _) = ClusterState::new(&snapshot);
-            let plan = Plan {
-                strategy: Strategy::Binpack,
-                max_gpus_per_node: None,
-                required: None,
-                preferred: None,
-                gang: None,
-            };
+            let plan = Plan::binpack();
             let mut placed: Vec<(usize, Slot)> = Vec::new();
             for (i, (pick, take_away)) in steps.into_iter().enumerate() {
                 if take_away && !placed.is_empty() {

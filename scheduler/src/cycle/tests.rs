@@ -397,18 +397,23 @@ fn a_victim_inside_its_min_runtime_is_not_reclaimed() {
     assert_eq!(evicted(&later).len(), 1);
 }
 
-#[test]
-fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
-    let p = policy(TWO_TEAMS);
-    let half = |name: &str| Pod {
+/// A pod asking half of one shared GPU.
+fn half_gpu(ns: &str, name: &str) -> Pod {
+    Pod {
         fractional: true,
         request: Amounts {
             gpu: 500,
             cpu: 100,
             memory: 1 << 20,
         },
-        ..pod("a", name, 0)
-    };
+        ..pod(ns, name, 0)
+    }
+}
+
+#[test]
+fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
+    let p = policy(TWO_TEAMS);
+    let half = |name: &str| half_gpu("a", name);
     let s = Snapshot {
         priority_classes: Default::default(),
         nodes: vec![node("n1", 1), node("n2", 1)],
@@ -429,15 +434,7 @@ fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
 fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_device() {
     let p = policy(TWO_TEAMS);
     let half = |name: &str, group: Option<&str>| {
-        let mut pod = Pod {
-            fractional: true,
-            request: Amounts {
-                gpu: 500,
-                cpu: 100,
-                memory: 1 << 20,
-            },
-            ..pod("a", name, 0)
-        };
+        let mut pod = half_gpu("a", name);
         if let Some(g) = group {
             pod.labels.insert("runai-gpu-group".into(), g.into());
         }
