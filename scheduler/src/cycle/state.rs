@@ -55,7 +55,8 @@ pub fn same_place(pod: &Pod, from: &Slot, to: &Slot) -> bool {
 /// state is rebuilt.
 #[derive(Debug, Default)]
 struct NamedDevices<'p> {
-    by_group: std::collections::HashMap<(usize, &'p str), usize>,
+    /// Per node, each group seen there and its device.
+    by_node: std::collections::HashMap<usize, Vec<(&'p str, usize)>>,
 }
 
 impl<'p> NamedDevices<'p> {
@@ -64,30 +65,23 @@ impl<'p> NamedDevices<'p> {
     /// has (lowest index among equals), or the emptiest of all when every device has one.
     fn of(&mut self, free: &[i64], node: usize, pod: &'p Pod) -> Vec<(usize, i64)> {
         let share = pod.share_per_device();
-        let mut devices = Vec::new();
+        let groups = self.by_node.entry(node).or_default();
+        let mut devices: Vec<(usize, i64)> = Vec::new();
         for group in pod.gpu_groups() {
-            let d = match self.by_group.get(&(node, group)) {
-                Some(&d) => d,
-                None => {
-                    let taken: Vec<usize> = self
-                        .by_group
-                        .iter()
-                        .filter(|((n, _), _)| *n == node)
-                        .map(|(_, &d)| d)
-                        .collect();
-                    let emptiest = |free_only: bool| {
-                        (0..free.len())
-                            .filter(|d| !free_only || !taken.contains(d))
-                            .filter(|d| !devices.iter().any(|&(e, _)| e == *d))
-                            .max_by_key(|&d| (free[d], std::cmp::Reverse(d)))
-                    };
-                    let Some(d) = emptiest(true).or_else(|| emptiest(false)) else {
-                        continue;
-                    };
-                    self.by_group.insert((node, group), d);
-                    d
-                }
+            if let Some(&(_, d)) = groups.iter().find(|(g, _)| *g == group) {
+                devices.push((d, share));
+                continue;
+            }
+            let emptiest = |free_only: bool| {
+                (0..free.len())
+                    .filter(|d| !free_only || !groups.iter().any(|(_, e)| e == d))
+                    .filter(|d| !devices.iter().any(|(e, _)| e == d))
+                    .max_by_key(|&d| (free[d], std::cmp::Reverse(d)))
             };
+            let Some(d) = emptiest(true).or_else(|| emptiest(false)) else {
+                continue;
+            };
+            groups.push((group, d));
             devices.push((d, share));
         }
         devices
