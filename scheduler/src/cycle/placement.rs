@@ -436,9 +436,10 @@ const WHY_NOT_SHAPES: usize = 32;
 /// Why no node takes pod `p`, in kube-scheduler's style: how many nodes fail each filter, with
 /// the numbers; when every node fails a filter that freeing resources cannot change, or the pod
 /// is larger than any node it may use even empty, that instead. Worked out from what the nodes
-/// said about a pod with the same needs, asking again only the nodes changed since. A node's answer depends on the node alone, unless pods have
-/// inter-pod terms (a pod placed on one node then changes its whole topology domain): then
-/// every node is asked again once the state has changed.
+/// said about a pod with the same needs, asking again only the nodes changed since. A node's
+/// answer depends on the node alone, unless pods have inter-pod terms (a pod placed on one node
+/// then changes its whole topology domain): then every node is asked again once the state has
+/// changed.
 fn explain_no_fit(state: &mut ClusterState, snapshot: &Snapshot, p: usize) -> Reason {
     let pod = &snapshot.pods[p];
     let terms = state.tracks_inter_pod_terms();

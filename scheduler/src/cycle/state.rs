@@ -123,7 +123,7 @@ pub struct ClusterState<'s> {
     versions: u64,
     /// Per node, the number handed out at its last change: what changed since a given number.
     changed_at: Vec<u64>,
-    /// Why pods did not fit, as found in this version of the state.
+    /// Why pods did not fit, kept per pod shape and brought up to date from `changed_at`.
     pub(super) why_not: super::placement::WhyNot,
     /// Per node, what the pods bound there and released in this cycle (evicted or moved away)
     /// leave: free in this state, but releasing, not idle, in KAI's (`NodeInfo.Releasing`).
