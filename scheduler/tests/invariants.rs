@@ -1,8 +1,9 @@
 //! Invariants of the cycle over random clusters and workloads: whatever the input, no node over
 //! capacity, no gang partly bound, no queue above its limit, no non-preemptible job evicted, no
 //! pod evicted and rebound in the same cycle, no pod where the node filters forbid it (taint not
-//! tolerated, selector not matched, node not ready, a resource or the pod count exceeded), and
-//! no pod of another scheduler evicted or moved.
+//! tolerated, selector not matched, node not ready, a resource or the pod count exceeded), no
+//! pod of another scheduler evicted or moved, and no GPU device KAI's binder named given more
+//! than it has.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -405,6 +406,138 @@ proptest! {
         s2.groups.extend(arriving.groups);
         let r2 = run(&Cycle { snapshot: &s2, policy: &policy, now: 5000, usage: None });
         check_filters(&s2, &r2)?;
+    }
+}
+
+/// Shared pods running on the devices KAI's binder named: per node, up to its device count of
+/// groups, each one to three pods of a quarter or half GPU (never more than a device).
+fn arb_named() -> impl Strategy<Value = Vec<Vec<Vec<(bool, usize, bool)>>>> {
+    prop::collection::vec(
+        prop::collection::vec(
+            prop::collection::vec((any::<bool>(), 0usize..3, any::<bool>()), 1..4),
+            0..4,
+        ),
+        5,
+    )
+}
+
+/// The named shared pods of [`arb_named`] on `nodes` (devices per node): (half or a quarter,
+/// namespace, preemptible).
+fn named_pods(nodes: &[i64], named: &[Vec<Vec<(bool, usize, bool)>>]) -> Vec<Pod> {
+    let mut pods = Vec::new();
+    for (n, (&devices, groups)) in nodes.iter().zip(named).enumerate() {
+        for (g, members) in groups.iter().take(devices as usize).enumerate() {
+            let mut left = 1000;
+            for (i, &(half, ns, preemptible)) in members.iter().enumerate() {
+                let share = if half { 500 } else { 250 };
+                if share > left {
+                    break;
+                }
+                left -= share;
+                pods.push(Pod {
+                    namespace: ["a", "b", "c"][ns].into(),
+                    name: format!("shared-{n}-{g}-{i}"),
+                    priority_class: Some(if preemptible { "train" } else { "prod" }.into()),
+                    request: Amounts {
+                        gpu: share,
+                        cpu: 1000,
+                        memory: 1 << 30,
+                    },
+                    fractional: true,
+                    labels: BTreeMap::from([("runai-gpu-group".into(), format!("g{n}-{g}"))]),
+                    node: Some(format!("n{n}")),
+                    started: Some(0),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    pods
+}
+
+/// No device KAI's binder named is given more than it has, and the rest still fit what is left:
+/// on every node, each named device keeps its pods that stay (at most a whole device), whole-GPU
+/// pods and named devices together take no more devices than the node has, and the shared pods
+/// placed or moved now fit in the room left (the free devices and the named ones' spare room).
+fn check_named_devices(before: &Snapshot, r: &CycleResult) -> Result<(), TestCaseError> {
+    let mut gone: HashSet<String> = HashSet::new();
+    let mut placed: HashMap<String, String> = HashMap::new();
+    for d in &r.decisions {
+        match d {
+            Decision::Evict {
+                pod,
+                reason: EvictReason::Consolidate { to_node, .. },
+                ..
+            } => {
+                placed.insert(pod.clone(), to_node.clone());
+            }
+            Decision::Evict { pod, .. } => {
+                gone.insert(pod.clone());
+            }
+            Decision::Bind { pod, node } | Decision::Nominate { pod, node } => {
+                placed.insert(pod.clone(), node.clone());
+            }
+            Decision::Pending { .. } => {}
+        }
+    }
+    for node in &before.nodes {
+        let devices = node.allocatable.gpu / 1000;
+        let (mut whole, mut unnamed) = (0, 0);
+        let mut groups: BTreeMap<String, i64> = BTreeMap::new();
+        for p in &before.pods {
+            let key = p.key();
+            if gone.contains(&key) {
+                continue;
+            }
+            let now = placed.get(&key).or(p.node.as_ref());
+            if now != Some(&node.name) {
+                continue;
+            }
+            let stays = !placed.contains_key(&key);
+            match (p.fractional, p.labels.get("runai-gpu-group")) {
+                (true, Some(g)) if stays => *groups.entry(g.clone()).or_default() += p.request.gpu,
+                (true, _) => unnamed += p.request.gpu,
+                (false, _) => whole += p.request.gpu / 1000,
+            }
+        }
+        for (g, used) in &groups {
+            prop_assert!(*used <= 1000, "{}: device {g} holds {used}", node.name);
+        }
+        let named = groups.len() as i64;
+        prop_assert!(
+            whole + named <= devices,
+            "{}: {whole} whole GPUs and {named} named shared devices on {devices} devices: {:?}",
+            node.name,
+            r.decisions
+        );
+        let spare: i64 = groups.values().map(|used| 1000 - used).sum();
+        prop_assert!(
+            unnamed <= (devices - whole - named) * 1000 + spare,
+            "{}: {unnamed} thousandths of new shared pods in {} free: {:?}",
+            node.name,
+            (devices - whole - named) * 1000 + spare,
+            r.decisions
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: ProptestConfig::default().cases.max(300), ..ProptestConfig::default() })]
+
+    /// Shared pods running on named devices beside pending work of every kind.
+    #[test]
+    fn named_shared_devices_are_never_overcommitted(
+        nodes in prop::collection::vec(1i64..5, 1..5),
+        named in arb_named(),
+        jobs in arb_jobs(),
+    ) {
+        let policy = policy();
+        let mut s = snapshot(&nodes, &jobs, "x");
+        s.pods.extend(named_pods(&nodes, &named));
+        let r = run(&Cycle { snapshot: &s, policy: &policy, now: 600, usage: None });
+        check_invariants(&policy, &s, &r)?;
+        check_named_devices(&s, &r)?;
     }
 }
 
