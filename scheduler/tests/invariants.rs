@@ -409,9 +409,13 @@ proptest! {
     }
 }
 
+/// Per node, per named device, its shared pods: (half or a quarter GPU, namespace,
+/// preemptible).
+type Named = Vec<Vec<Vec<(bool, usize, bool)>>>;
+
 /// Shared pods running on the devices KAI's binder named: per node, up to its device count of
 /// groups, each one to three pods of a quarter or half GPU (never more than a device).
-fn arb_named() -> impl Strategy<Value = Vec<Vec<Vec<(bool, usize, bool)>>>> {
+fn arb_named() -> impl Strategy<Value = Named> {
     prop::collection::vec(
         prop::collection::vec(
             prop::collection::vec((any::<bool>(), 0usize..3, any::<bool>()), 1..4),
@@ -423,7 +427,7 @@ fn arb_named() -> impl Strategy<Value = Vec<Vec<Vec<(bool, usize, bool)>>>> {
 
 /// The named shared pods of [`arb_named`] on `nodes` (devices per node): (half or a quarter,
 /// namespace, preemptible).
-fn named_pods(nodes: &[i64], named: &[Vec<Vec<(bool, usize, bool)>>]) -> Vec<Pod> {
+fn named_pods(nodes: &[i64], named: &Named) -> Vec<Pod> {
     let mut pods = Vec::new();
     for (n, (&devices, groups)) in nodes.iter().zip(named).enumerate() {
         for (g, members) in groups.iter().take(devices as usize).enumerate() {
