@@ -6,7 +6,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::VecDeque;
 
 use kai_policy_compiler::fairshare::FairShares;
-use kai_policy_compiler::model::{Bound, Policy};
+use kai_policy_compiler::model::{Bound, Policy, Strategy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
@@ -14,7 +14,7 @@ use super::gang::PodState;
 use super::jobs::{Job, request_of, sum_requests};
 use super::kai::{OrderKey, Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, place_gang};
-use super::state::{ClusterState, Slot};
+use super::state::{ClusterState, DEVICE, Slot};
 use crate::cluster::{Amounts, Snapshot, Time};
 use crate::decision::{Decision, Reason};
 
@@ -664,8 +664,70 @@ impl Context<'_> {
         self.admission(job, leaf, &request)?;
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let slots = place_gang(self.state, self.snapshot, pods, &plan)?;
+        if let [(p, slot)] = slots.as_slice()
+            && plan.strategy == Strategy::Binpack
+            && let Some((device, leaving)) = self.shared_device_releasing(*p, slot)
+        {
+            // KAI's GPU binpack puts a shared pod on the fullest shared device of its node,
+            // counting the room the device's releasing pods leave, before an idle one
+            // (`gpu_sharing/gpuSharing.go: GetNodePreferableGpuForSharing` over
+            // `Session.FittingGPUs`, `gpupack`); where it fits only with that room it is
+            // pipelined there.
+            let (p, slot) = slots.into_iter().next().expect("one slot");
+            self.give_back(&[(p, slot.clone())]);
+            for q in leaving {
+                let left = self.take_slot(q).expect("a releasing pod holds its slot");
+                self.state.release(&left, &self.snapshot.pods[q]);
+            }
+            let share = self.snapshot.pods[p].request.gpu;
+            let onto = Slot {
+                node: slot.node,
+                devices: vec![(device, share)],
+            };
+            self.state.take(&onto, &self.snapshot.pods[p]);
+            self.commit(job, leaf, vec![(p, onto)], true);
+            return Ok(());
+        }
         self.commit(job, leaf, slots, false);
         Ok(())
+    }
+
+    /// For a shared pod of one device placed at `slot` on free room, the device of its node KAI
+    /// would put it on instead: the fullest one (its releasing pods' room counted as used) that
+    /// some pod still running shares, where the pod fits only with the room the device's pods
+    /// being deleted leave; with those pods.
+    fn shared_device_releasing(&self, p: usize, slot: &Slot) -> Option<(usize, Vec<usize>)> {
+        let pod = &self.snapshot.pods[p];
+        if !pod.fractional || pod.shared_devices > 1 || self.releasing.is_empty() {
+            return None;
+        }
+        let free = self.state.device_free(slot.node);
+        let mut leaving = vec![0; free.len()];
+        let on_node: Vec<usize> = self
+            .releasing
+            .iter()
+            .copied()
+            .filter(|&q| self.slots[q].as_ref().is_some_and(|s| s.node == slot.node))
+            .collect();
+        for &q in &on_node {
+            for &(d, amount) in &self.slots[q].as_ref().expect("filtered").devices {
+                leaving[d] += amount;
+            }
+        }
+        let share = pod.request.gpu;
+        let device = (0..free.len())
+            .filter(|&d| free[d] < share && share <= free[d] + leaving[d])
+            .filter(|&d| DEVICE - free[d] - leaving[d] > 0)
+            .min_by_key(|&d| (free[d], d))?;
+        let leaving = on_node
+            .into_iter()
+            .filter(|&q| {
+                self.slots[q]
+                    .as_ref()
+                    .is_some_and(|s| s.devices.iter().any(|&(d, _)| d == device))
+            })
+            .collect();
+        Some((device, leaving))
     }
 
     /// Records placed slots: binds, or nominations when the room is still being freed.

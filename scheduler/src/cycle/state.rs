@@ -344,6 +344,11 @@ impl<'s> ClusterState<'s> {
         self.free_total
     }
 
+    /// Free thousandths of each GPU device of a node.
+    pub fn device_free(&self, node: usize) -> &[i64] {
+        &self.nodes[node].devices
+    }
+
     /// Free amounts of a node.
     pub fn free(&self, node: usize) -> Amounts {
         self.nodes[node].free

@@ -476,6 +476,54 @@ fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_
     assert_eq!(binds(&r), vec![("a/w".to_string(), "n1".to_string())]);
 }
 
+/// KAI's GPU binpack puts a shared pod on its node's fullest shared device, counting the room
+/// the device's pods being deleted leave, before an idle device, and pipelines it there
+/// (`gpuSharing.go: GetNodePreferableGpuForSharing`; KAI's `allocateFractionalGpu_test.go`
+/// #11). n (2 GPUs): device g0 holds `run` (half) and `leaving` (half, being deleted); the
+/// other device is idle. `new` (half) is nominated onto g0 rather than bound on the idle one;
+/// under spread, which prefers whole devices, it binds at once.
+#[test]
+fn a_shared_pod_waits_for_the_releasing_half_of_a_shared_device_under_binpack() {
+    let named = |name: &str, terminating: bool| {
+        let mut pod = half_gpu("a", name);
+        pod.labels.insert("runai-gpu-group".into(), "g0".into());
+        Pod {
+            terminating,
+            ..running(pod, "n", 0)
+        }
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n", 2)],
+        pods: vec![
+            named("run", false),
+            named("leaving", true),
+            half_gpu("a", "new"),
+        ],
+        groups: vec![],
+    };
+    let pack = policy(&format!(
+        "cluster \"c\" {{ placement gpu=binpack }}\n{TWO_TEAMS}"
+    ));
+    let r = cycle(&pack, &s, 0);
+    assert_eq!(binds(&r), vec![]);
+    assert!(
+        r.decisions.contains(&Decision::Nominate {
+            pod: "a/new".into(),
+            node: "n".into()
+        }),
+        "{:#?}",
+        r.decisions
+    );
+    let spread = policy(&format!(
+        "cluster \"c\" {{ placement gpu=spread }}\n{TWO_TEAMS}"
+    ));
+    assert_eq!(
+        binds(&cycle(&spread, &s, 0)),
+        vec![("a/new".to_string(), "n".to_string())]
+    );
+}
+
 #[test]
 fn a_pod_shared_over_several_named_devices_holds_each_of_them() {
     let p = policy(TWO_TEAMS);
