@@ -70,30 +70,39 @@ type Members = (Option<usize>, Vec<usize>);
 /// other schedulers are no job: they only hold their node's resources.
 pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
     let nodes: FxHashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
-    // Grouped by borrowed keys, then sorted: the jobs come in (namespace, name) order. The pod
-    // groups go in first, so that a pod finds its group's object in the same lookup.
-    let mut by_key: HashMap<JobKey, Members> = HashMap::default();
-    by_key.reserve(snapshot.groups.len().max(snapshot.pods.len() / 4));
-    for (i, g) in snapshot.groups.iter().enumerate() {
-        // Of two objects with one name, the later one counts.
-        by_key.insert(
-            (g.namespace.as_str(), g.name.as_str(), true),
-            (Some(i), Vec::new()),
-        );
-    }
-    for (i, pod) in snapshot.pods.iter().enumerate().filter(|(_, p)| !p.foreign) {
-        let key = match &pod.group {
-            Some(g) => (pod.namespace.as_str(), g.as_str(), true),
-            None => (pod.namespace.as_str(), pod.name.as_str(), false),
-        };
-        by_key.entry(key).or_default().1.push(i);
-    }
-    // A pod group without pods is no job.
-    let mut by_key: Vec<(JobKey, Members)> = by_key
-        .into_iter()
-        .filter(|(_, (_, pods))| !pods.is_empty())
+    // Of two objects with one name, the later one counts.
+    let objects: HashMap<(&str, &str), usize> = snapshot
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| ((g.namespace.as_str(), g.name.as_str()), i))
         .collect();
-    by_key.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // The pods sorted by their job's key, in pod order within a job: the jobs come in
+    // (namespace, name) order, each a run of pods. A pod group without pods is no job.
+    let mut keyed: Vec<(JobKey, usize)> = snapshot
+        .pods
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.foreign)
+        .map(|(i, pod)| match &pod.group {
+            Some(g) => ((pod.namespace.as_str(), g.as_str(), true), i),
+            None => ((pod.namespace.as_str(), pod.name.as_str(), false), i),
+        })
+        .collect();
+    keyed.sort_unstable();
+    let mut by_key: Vec<(JobKey, Members)> = Vec::new();
+    for (key, i) in keyed {
+        match by_key.last_mut() {
+            Some((last, (_, pods))) if *last == key => pods.push(i),
+            _ => {
+                let object = key
+                    .2
+                    .then(|| objects.get(&(key.0, key.1)).copied())
+                    .flatten();
+                by_key.push((key, (object, vec![i])));
+            }
+        }
+    }
     let names = QueueNames::new(policy);
     by_key
         .into_iter()
