@@ -263,6 +263,14 @@ impl Pod {
         self.request.gpu / i64::from(self.shared_devices.max(1))
     }
 
+    /// Puts the pod on `node` as a move leaves it: the new pod its controller makes runs there
+    /// from `now`, on whatever device KAI's binder gives it (its old GPU group labels go).
+    pub fn move_to(&mut self, node: &str, now: Time) {
+        self.node = Some(node.to_string());
+        self.started = Some(now);
+        self.labels.retain(|k, _| !is_gpu_group_label(k));
+    }
+
     /// The devices a bound shared pod shares, as KAI's binder named them (its GPU groups):
     /// the `runai-gpu-group` label, and a `runai-gpu-group/<group>` label per device of a pod
     /// on several devices (`pkg/common/resources/gpu_sharing.go: GetGpuGroups`;

@@ -29,7 +29,7 @@ use kai_policy_compiler::model::Policy;
 use kai_policy_compiler::quantity::{ResourceKind, format_quantity};
 use serde_json::{Value, json};
 
-use crate::cluster::{Amounts, PodGroup, Snapshot, Time, is_gpu_group_label};
+use crate::cluster::{Amounts, PodGroup, Snapshot, Time};
 use crate::cycle::{self, Cycle};
 use crate::decision::{Decision, EvictReason};
 use crate::usage;
@@ -212,12 +212,7 @@ fn apply(
                 changed = true;
                 match reason {
                     EvictReason::Consolidate { to_node, .. } => {
-                        let p = &mut snapshot.pods[i];
-                        p.node = Some(to_node.clone());
-                        p.started = Some(now);
-                        // A moved pod comes back as a new one: KAI's binder names the device
-                        // it shares afresh.
-                        p.labels.retain(|k, _| !is_gpu_group_label(k));
+                        snapshot.pods[i].move_to(to_node, now);
                     }
                     _ => {
                         gone.insert(i);

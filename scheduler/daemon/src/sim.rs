@@ -189,7 +189,7 @@ impl Backend for SimCluster {
                     let Some(&i) = index.get(pod) else { continue };
                     let p = &mut self.world.pods[i];
                     if let EvictReason::Consolidate { to_node, .. } = reason {
-                        p.node = Some(to_node.clone());
+                        p.move_to(to_node, now);
                     } else if !p.terminating {
                         p.terminating = true;
                         self.leaving
@@ -227,4 +227,125 @@ fn durations(file: &str, text: &str) -> Result<HashMap<String, Time>, String> {
         out.insert(key, seconds.0);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kai_policy_compiler::check::check;
+    use kai_policy_compiler::source::{SourceFile, SourceSet};
+    use kai_scheduler::cluster::{Amounts, Node};
+    use kai_scheduler::cycle::{Cycle, run};
+
+    use super::*;
+
+    /// Two halves of one node's two GPUs, on the devices KAI's binder named, and a pod asking
+    /// a whole GPU: the cycle moves one half to the other device, and the simulated cluster
+    /// applies the move as KAI's binder would, naming no device, so the next cycle sees both
+    /// halves on one device and binds the waiting pod instead of moving a half again.
+    #[test]
+    fn a_pod_moved_to_another_device_does_not_keep_the_one_it_left() {
+        let policy = check(
+            &SourceSet::new(vec![SourceFile::new(
+                "p.kdl",
+                r#"queue "a" { gpu quota=2; namespaces "a" }"#,
+            )]),
+            Vec::new(),
+        )
+        .policy
+        .expect("the policy checks");
+        let pod = |name: &str, gpu: i64, group: Option<&str>| Pod {
+            namespace: "a".into(),
+            name: name.into(),
+            request: Amounts {
+                gpu,
+                cpu: 100,
+                memory: 1 << 20,
+            },
+            fractional: gpu < 1000,
+            labels: group
+                .map(|g| BTreeMap::from([("runai-gpu-group".to_string(), g.to_string())]))
+                .unwrap_or_default(),
+            node: group.map(|_| "n".into()),
+            started: group.map(|_| 0),
+            ..Default::default()
+        };
+        let snapshot = Snapshot {
+            nodes: vec![Node {
+                name: "n".into(),
+                allocatable: Amounts {
+                    gpu: 2000,
+                    cpu: 8000,
+                    memory: 1 << 34,
+                },
+                ..Default::default()
+            }],
+            pods: vec![
+                pod("h0", 500, Some("g0")),
+                pod("h1", 500, Some("g1")),
+                pod("w", 1000, None),
+            ],
+            ..Default::default()
+        };
+        let options = SimOptions {
+            speed: 1.0,
+            default_duration: 3600,
+            start: None,
+        };
+        let mut sim = SimCluster::new(snapshot, HashMap::new(), options, 0);
+        let cycle = |sim: &mut SimCluster, now: Time| {
+            let world = sim.world().clone();
+            let r = run(&Cycle {
+                snapshot: &world,
+                policy: &policy,
+                now,
+                usage: None,
+            });
+            sim.apply(&Applied {
+                policy: &policy,
+                source: ("c", "d"),
+                decisions: &r.decisions,
+                shares: &r.shares,
+                allocated: &r.allocated,
+                now,
+                stale_marks: &r.stale_marks,
+            })
+            .expect("the simulated cluster applies every decision");
+            r.decisions
+        };
+        let first = cycle(&mut sim, 10);
+        let moves = |decisions: &[Decision]| {
+            decisions
+                .iter()
+                .filter(|d| {
+                    matches!(
+                        d,
+                        Decision::Evict {
+                            reason: EvictReason::Consolidate { .. },
+                            ..
+                        }
+                    )
+                })
+                .count()
+        };
+        assert_eq!(moves(&first), 1, "{first:#?}");
+        let moved: Vec<&Pod> = sim
+            .world()
+            .pods
+            .iter()
+            .filter(|p| p.started == Some(10))
+            .collect();
+        assert_eq!(moved.len(), 1, "the moved half runs from the move");
+        assert!(moved[0].gpu_groups().is_empty(), "{:?}", moved[0].labels);
+        let second = cycle(&mut sim, 20);
+        assert_eq!(moves(&second), 0, "{second:#?}");
+        assert!(
+            second.contains(&Decision::Bind {
+                pod: "a/w".into(),
+                node: "n".into()
+            }),
+            "{second:#?}"
+        );
+    }
 }
