@@ -138,13 +138,18 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
     s
 }
 
-/// The snapshot after a cycle: binds applied, consolidated pods on their new node, other evicted
-/// pods gone (nominated pods stay pending).
-fn apply(s: &Snapshot, r: &CycleResult, now: u64) -> Snapshot {
-    let mut next = s.clone();
-    let mut moved: HashMap<String, String> = HashMap::new();
-    let mut evicted: HashSet<String> = HashSet::new();
-    let mut bound: HashMap<String, String> = HashMap::new();
+/// What a cycle's decisions do, by pod (`namespace/name`): moved (to a node), evicted and gone,
+/// bound or nominated (to a node).
+#[derive(Default)]
+struct Outcomes {
+    moved: HashMap<String, String>,
+    gone: HashSet<String>,
+    bound: HashMap<String, String>,
+    nominated: HashMap<String, String>,
+}
+
+fn outcomes(r: &CycleResult) -> Outcomes {
+    let mut o = Outcomes::default();
     for d in &r.decisions {
         match d {
             Decision::Evict {
@@ -152,18 +157,31 @@ fn apply(s: &Snapshot, r: &CycleResult, now: u64) -> Snapshot {
                 reason: EvictReason::Consolidate { to_node, .. },
                 ..
             } => {
-                moved.insert(pod.clone(), to_node.clone());
+                o.moved.insert(pod.clone(), to_node.clone());
             }
             Decision::Evict { pod, .. } => {
-                evicted.insert(pod.clone());
+                o.gone.insert(pod.clone());
             }
             Decision::Bind { pod, node } => {
-                bound.insert(pod.clone(), node.clone());
+                o.bound.insert(pod.clone(), node.clone());
             }
-            _ => {}
+            Decision::Nominate { pod, node } => {
+                o.nominated.insert(pod.clone(), node.clone());
+            }
+            Decision::Pending { .. } => {}
         }
     }
-    next.pods.retain(|p| !evicted.contains(&p.key()));
+    o
+}
+
+/// The snapshot after a cycle: binds applied, consolidated pods on their new node, other evicted
+/// pods gone (nominated pods stay pending).
+fn apply(s: &Snapshot, r: &CycleResult, now: u64) -> Snapshot {
+    let mut next = s.clone();
+    let Outcomes {
+        moved, gone, bound, ..
+    } = outcomes(r);
+    next.pods.retain(|p| !gone.contains(&p.key()));
     for p in &mut next.pods {
         if let Some(node) = bound.get(&p.key()).or(moved.get(&p.key())) {
             p.node = Some(node.clone());
@@ -179,39 +197,14 @@ fn check_invariants(
     r: &CycleResult,
 ) -> Result<(), TestCaseError> {
     let after = apply(before, r, 0);
-    let evicted: HashSet<String> = r
-        .decisions
-        .iter()
-        .filter_map(|d| {
-            if let Decision::Evict { pod, .. } = d {
-                Some(pod.clone())
-            } else {
-                None
-            }
-        })
-        .collect();
-    let bound: HashSet<String> = r
-        .decisions
-        .iter()
-        .filter_map(|d| {
-            if let Decision::Bind { pod, .. } = d {
-                Some(pod.clone())
-            } else {
-                None
-            }
-        })
-        .collect();
-    let nominated: HashMap<String, String> = r
-        .decisions
-        .iter()
-        .filter_map(|d| {
-            if let Decision::Nominate { pod, node } = d {
-                Some((pod.clone(), node.clone()))
-            } else {
-                None
-            }
-        })
-        .collect();
+    let Outcomes {
+        moved,
+        gone,
+        bound,
+        nominated,
+    } = outcomes(r);
+    let evicted: HashSet<String> = gone.into_iter().chain(moved.into_keys()).collect();
+    let bound: HashSet<String> = bound.into_keys().collect();
     prop_assert!(
         evicted.is_disjoint(&bound),
         "a pod evicted and rebound in one cycle"
@@ -464,26 +457,14 @@ fn named_pods(nodes: &[i64], named: &Named) -> Vec<Pod> {
 /// pods and named devices together take no more devices than the node has, and the shared pods
 /// placed or moved now fit in the room left (the free devices and the named ones' spare room).
 fn check_named_devices(before: &Snapshot, r: &CycleResult) -> Result<(), TestCaseError> {
-    let mut gone: HashSet<String> = HashSet::new();
-    let mut placed: HashMap<String, String> = HashMap::new();
-    for d in &r.decisions {
-        match d {
-            Decision::Evict {
-                pod,
-                reason: EvictReason::Consolidate { to_node, .. },
-                ..
-            } => {
-                placed.insert(pod.clone(), to_node.clone());
-            }
-            Decision::Evict { pod, .. } => {
-                gone.insert(pod.clone());
-            }
-            Decision::Bind { pod, node } | Decision::Nominate { pod, node } => {
-                placed.insert(pod.clone(), node.clone());
-            }
-            Decision::Pending { .. } => {}
-        }
-    }
+    let Outcomes {
+        moved,
+        gone,
+        bound,
+        nominated,
+    } = outcomes(r);
+    // Where each pod moved, bound or nominated now goes.
+    let placed: HashMap<String, String> = moved.into_iter().chain(bound).chain(nominated).collect();
     for node in &before.nodes {
         let devices = node.allocatable.gpu / 1000;
         let (mut whole, mut unnamed) = (0, 0);

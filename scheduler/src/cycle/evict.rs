@@ -619,13 +619,9 @@ impl Context<'_> {
                 return false;
             }
             let for_job = self.jobs[job].key.clone();
-            for (_, _, to) in &moved {
-                for (p, _) in to {
-                    self.running_pods.set_early(*p, false);
-                }
-            }
             for (_, from, to) in &moved {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
+                    self.running_pods.set_early(*p, false);
                     if !same_place(&self.snapshot.pods[*p], from, to) {
                         let moved = self.move_decision(*p, from.node, to.node, &for_job);
                         self.decisions.push(moved);
@@ -677,12 +673,7 @@ impl Context<'_> {
                 continue;
             }
             let (unit, freed, to) = early.remove(i);
-            for (p, slot) in to.iter().rev() {
-                self.running_pods.set_early(*p, false);
-                self.unmove(*p);
-                self.state.release(slot, &self.snapshot.pods[*p]);
-            }
-            self.account(&unit, -1);
+            self.release_moved(&unit, &to);
             units.push(((unit, freed), to));
         }
         let mut i = 0;
@@ -775,10 +766,10 @@ impl Context<'_> {
     /// order, then job order (KAI's by-pod solver runs its allocation over the preemptor and
     /// the victims' jobs: `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`;
     /// the jobs that go before the preemptor were placed as they were taken), each given back
-    /// what [`Self::move_job`] says (`early`: the victims placed so far in this attempt). A pod placed again is moved,
-    /// not evicted, and keeps its queue's allocation, so it must also fit its queue's limits
-    /// beside the placed gang (`job` of `leaf`, pods `pending`). Returns the moved victims and
-    /// the ones still to evict.
+    /// what [`Self::move_job`] says (`early`: the victims placed so far in this attempt). A pod
+    /// placed again is moved, not evicted, and keeps its queue's allocation, so it must also fit
+    /// its queue's limits beside the placed gang (`job` of `leaf`, pods `pending`). Returns the
+    /// moved victims and the ones still to evict.
     fn move_victims(
         &mut self,
         job: usize,
@@ -958,25 +949,38 @@ impl Context<'_> {
                 .iter()
                 .zip(&freed)
                 .all(|((p, t), (q, f))| p == q && t == f);
-            for (p, slot) in to.iter().rev() {
-                self.running_pods.set_early(*p, false);
-                if self.running_pods.is_moved(*p) {
-                    self.unmove(*p);
-                } else {
-                    self.take_slot(*p);
-                }
-                if home {
-                    self.put_slot(*p, slot.clone());
-                } else {
-                    self.state.release(slot, &self.snapshot.pods[*p]);
-                }
-            }
             if !home {
-                self.account(&v, -1);
+                self.release_moved(&v, &to);
                 back.push((v, freed));
+                continue;
+            }
+            for (p, slot) in to.iter().rev() {
+                self.take_moved_slot(*p);
+                self.put_slot(*p, slot.clone());
             }
         }
         back
+    }
+
+    /// Takes a moved victim's pods off the slots they were given (`to`), and their allocation
+    /// off their queue: released, as before the move.
+    fn release_moved(&mut self, v: &Victim, to: &[(usize, Slot)]) {
+        for (p, slot) in to.iter().rev() {
+            self.take_moved_slot(*p);
+            self.state.release(slot, &self.snapshot.pods[*p]);
+        }
+        self.account(v, -1);
+    }
+
+    /// Takes away the slot a victim's pod was given again (marked moved, or put back on its own
+    /// node), undoing the mark.
+    fn take_moved_slot(&mut self, p: usize) {
+        self.running_pods.set_early(p, false);
+        if self.running_pods.is_moved(p) {
+            self.unmove(p);
+        } else {
+            self.take_slot(p);
+        }
     }
 
     /// The decision that moves `pod` from node `from` to node `to` for `for_job`: an eviction
