@@ -11,6 +11,7 @@ use std::cmp::Ordering;
 use kai_policy_compiler::model::{Bound, PerResource};
 use kai_policy_compiler::quantity::ResourceKind;
 
+use super::QueueUse;
 use super::allocate::Context;
 use crate::cluster::Amounts;
 
@@ -136,10 +137,15 @@ pub(crate) struct Side {
 impl Context<'_> {
     /// KAI's numbers for one queue, now.
     pub(crate) fn kai_shares(&self, queue: usize) -> QueueShares {
+        self.kai_shares_with(queue, self.used)
+    }
+
+    /// KAI's numbers for one queue with the allocation `used`.
+    pub(crate) fn kai_shares_with(&self, queue: usize, used: &QueueUse) -> QueueShares {
         let q = &self.policy.queues[queue];
         let fair = &self.shares.queues[queue];
-        let allocated = quantities(&self.used.all[queue]);
-        let non_preemptible = quantities(&self.used.non_preemptible[queue]);
+        let allocated = quantities(&used.all[queue]);
+        let non_preemptible = quantities(&used.non_preemptible[queue]);
         let share = |k: ResourceKind| {
             let unit = if k == ResourceKind::Gpu { 1000.0 } else { 1.0 };
             let bound = |b: Bound| b.finite().map_or(UNLIMITED, |v| v as f64 / unit);
@@ -164,8 +170,13 @@ impl Context<'_> {
 
     /// A queue and its best job's key in the queue order.
     pub(crate) fn order_key(&self, s: &Side) -> OrderKey {
+        self.order_key_with(s, self.used)
+    }
+
+    /// A queue and its best job's key in the queue order, with the allocation `used`.
+    pub(crate) fn order_key_with(&self, s: &Side, used: &QueueUse) -> OrderKey {
         Ranked {
-            shares: self.kai_shares(s.queue),
+            shares: self.kai_shares_with(s.queue, used),
             priority: self.policy.queues[s.queue].priority,
             created: s.queue,
             job: s.job,

@@ -9,8 +9,9 @@
 //!   where their paths in the tree split (`getLeveledQueues`): the victim's side must be above
 //!   its allocatable share, or, when the reclaimer's side is within its quota, above its quota
 //!   (`FilterVictim`, `canBeDeservedQuotaReclaimCandidate`);
-//! - victims come in KAI's reversed queue order, re-ranked after every victim, and inside a
-//!   queue in reversed job order; an elastic victim gives up one surplus pod at a time;
+//! - victims come in KAI's reversed queue order, re-ranked after every victim on the allocation
+//!   the attempt began with (KAI's session while it picks victims) less the victims taken, and
+//!   inside a queue in reversed job order; an elastic victim gives up one surplus pod at a time;
 //! - each victim is checked in turn against the two strategies with what its side still holds
 //!   before that victim goes (`reclaimResourcesFromReclaimees`, `FitsReclaimStrategy`), so a
 //!   queue is never taken more than one victim below its share;
@@ -25,6 +26,7 @@ use std::rc::Rc;
 use kai_policy_compiler::model::PerResource;
 use kai_policy_compiler::quantity::ResourceKind;
 
+use super::QueueUse;
 use super::allocate::{Context, Unplaced};
 use super::evict::Victim;
 use super::jobs::{request_of, room_of};
@@ -209,6 +211,10 @@ impl Context<'_> {
             .collect();
         // What the victims popped so far free, per queue (a parent counts its subtree).
         let mut released = vec![Quantities::default(); self.policy.queues.len()];
+        // KAI picks victims on a session that none of them has left yet (each scenario's
+        // simulation is discarded): the victim queues are ranked on the allocation as it was
+        // when the attempt began, less every victim popped from them.
+        let at_start = self.used.clone();
         let mut seen = 0;
         // What the victims popped that must move will take again somewhere.
         let mut moving = Amounts::default();
@@ -230,8 +236,15 @@ impl Context<'_> {
                 }
             }
             seen = popped.len();
-            let (from, _) =
-                cx.last_victim_queue(&roots, &candidates, &excluded, &released, &mut heads, known)?;
+            let (from, _) = cx.last_victim_queue(
+                &roots,
+                &candidates,
+                &excluded,
+                &released,
+                &at_start,
+                &mut heads,
+                known,
+            )?;
             let head = heads.leaf[from].as_ref()?.as_ref()?;
             let (job, pods) = (head.job, head.pods.clone());
             let vq = *cx.jobs[job].queue.as_ref().ok()?;
@@ -611,14 +624,17 @@ impl Context<'_> {
     }
 
     /// Among `siblings`, the subtree that comes last in KAI's reversed queue order, re-ranked
-    /// with the victims popped so far (`released`), skipping `excluded` sides: the leaf whose
-    /// next victim goes (its unit is in `heads`) and what that leaf's victims would free.
+    /// with the victims popped so far (`released`) against the allocation when the attempt
+    /// began (`at_start`), skipping `excluded` sides: the leaf whose next victim goes (its unit
+    /// is in `heads`) and what that leaf's victims would free.
+    #[allow(clippy::too_many_arguments)]
     fn last_victim_queue(
         &self,
         siblings: &[usize],
         candidates: &Candidates,
         excluded: &[usize],
         released: &[Quantities],
+        at_start: &QueueUse,
         heads: &mut Heads,
         known: &mut KnownHeads,
     ) -> Option<(usize, Quantities)> {
@@ -657,6 +673,7 @@ impl Context<'_> {
                     candidates,
                     excluded,
                     released,
+                    at_start,
                     heads,
                     known,
                 );
@@ -664,15 +681,18 @@ impl Context<'_> {
                 found
             };
             let Some(found) = found else { continue };
-            // Popped victims are already released from the queues' allocation here; KAI's
-            // comparison subtracts them again from an allocation that still holds them, which
-            // is the same number.
+            // KAI subtracts the victims of the subtree's best leaf (`getVictimsForQueue`: the
+            // ones popped and the next) from every queue on the way down to it, only where it
+            // compares dominant shares with the job (`calculateDominantResourceShareWithJob`).
             let key = *heads.key[c].get_or_insert_with(|| {
-                self.order_key(&Side {
-                    queue: c,
-                    job: Quantities::default(),
-                    victims: minus(&found.1, &released[c]),
-                })
+                self.order_key_with(
+                    &Side {
+                        queue: c,
+                        job: Quantities::default(),
+                        victims: found.1,
+                    },
+                    at_start,
+                )
             });
             if last
                 .as_ref()
@@ -688,9 +708,7 @@ impl Context<'_> {
 /// KAI's `relcaimerSaturationMultiplier` default.
 const SATURATION_MULTIPLIER: f64 = 1.0;
 
-/// `a - b` per resource. In the victim queues' comparison, KAI subtracts a leaf's popped victims
-/// and its next one from an allocation that still holds them all; here every popped victim is
-/// already released, so only what they free beyond that is subtracted.
+/// `a - b` per resource.
 fn minus(a: &Quantities, b: &Quantities) -> Quantities {
     PerResource {
         gpu: a.gpu - b.gpu,

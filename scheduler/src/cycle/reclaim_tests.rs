@@ -851,3 +851,67 @@ fn a_victim_the_preemptor_does_not_need_is_placed_again_by_the_nodes_order() {
     assert_eq!(moved(&r), Vec::<(String, String)>::new());
     assert_eq!(nominated(&r), vec![("q/p".to_string(), "x".to_string())]);
 }
+
+/// KAI ranks the victim queues on a session no victim has left yet (each scenario's simulation
+/// is discarded before the next victim is popped): `prioritizeSmallerResourceShareWithoutTask`
+/// compares the queues' allocations as they were when the attempt began, and only the
+/// dominant share with the job subtracts the victims popped so far (`getVictimsForQueue`).
+///
+/// Two 4-GPU nodes, full once allocate binds q0's 1-GPU j3 on n0's free GPU. q2 (limit 1)
+/// runs the gang j0 (2 x 1 GPU) and the newer j5 (1 GPU) on n0; q1-0 runs j4 (4 GPUs) on n1.
+/// Fair shares: 8 GPUs, q0 deserves its quota 2; the 6 left go by weight 2:1:2, q2 capped at
+/// its limit 1 and q0 at its request 5: q0 5, q1 2, q2 1. q0's gang j1 (2 x 1 GPU) reclaims
+/// (1 + 2 <= 5). Victims come from the last queue in the order: q2's next victim j5 leaves it
+/// at (3 - 1) / 1 = 2, q1's j4 at (4 - 4) / 2 = 0, so j5 goes first. Then both dominant
+/// shares with the victims are 0 (q2: 3 - 1 - 2 for j5 and j0; q1: 4 - 4); without them q2
+/// holds 3 / 1 = 3 when the attempt began, q1 4 / 2 = 2: q2 is last again and j0 goes, which
+/// frees 3 GPUs on n0. j1 lands there and j5, not needed, stays. Ranked on what q2 holds with
+/// j5 gone (2 / 1 = 2, a tie with q1, then the smaller allocatable share first), j4 went
+/// instead: 4 GPUs taken for a job of 2. j2 (2 GPUs) then takes j4 (q0 ends at 5, its share).
+#[test]
+fn victim_queues_are_ranked_on_the_allocation_the_attempt_began_with() {
+    let p = policy(
+        r#"
+        queue "q0" priority=200 { gpu quota=2 weight=2; namespaces "q0" }
+        queue "q1" priority=200 {
+            gpu weight=1
+            queue "q1-0" priority=50 { gpu weight=1; namespaces "q1-0" }
+            queue "q1-1" priority=50 { gpu weight=1; namespaces "q1-1" }
+        }
+        queue "q2" priority=200 { gpu limit=1 weight=2; namespaces "q2" }
+        "#,
+    );
+    let (mut pods, j0) = gang("q2", "j0", 2, 1, 2);
+    for p in &mut pods {
+        p.node = Some("n0".into());
+        p.started = Some(0);
+    }
+    let (j1_pods, j1) = gang("q0", "j1", 2, 1, 2);
+    pods.extend(j1_pods.into_iter().map(|p| created(p, 7199)));
+    pods.push(created(pod("q0", "j2", 2), 7199));
+    pods.push(created(pod("q0", "j3", 1), 7199));
+    pods.push(running(pod("q1-0", "j4", 4), "n1", 0));
+    pods.push(running(created(pod("q2", "j5", 1), 1), "n0", 1));
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n0", 4), node("n1", 4)],
+        pods,
+        groups: vec![j0, j1],
+    };
+    let r = cycle(&p, &s, 7200);
+    assert_eq!(gpu_fair_shares(&r), vec![5000, 2000, 2000, 0, 1000]);
+    assert_eq!(
+        reclaimed(&r),
+        vec!["q2/j0-0", "q2/j0-1", "q1-0/j4"],
+        "{:#?}",
+        r.decisions
+    );
+    assert_eq!(
+        nominated(&r),
+        vec![
+            ("q0/j1-0".to_string(), "n0".to_string()),
+            ("q0/j1-1".to_string(), "n0".to_string()),
+            ("q0/j2".to_string(), "n1".to_string()),
+        ]
+    );
+}
