@@ -258,6 +258,12 @@ impl Pod {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    /// Whether the pod asks for a GPU of any kind: whole, shared, by memory or a MIG instance
+    /// (KAI's `PodInfo.IsRequireAnyKindOfGPU`).
+    pub fn asks_gpu(&self) -> bool {
+        self.request.gpu > 0 || self.gpu_memory.is_some() || mig_gpus(&self.extended) > 0
+    }
+
     /// GPU thousandths taken on each device of a shared pod.
     pub fn share_per_device(&self) -> i64 {
         self.request.gpu / i64::from(self.shared_devices.max(1))

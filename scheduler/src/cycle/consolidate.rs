@@ -57,8 +57,19 @@ impl Context<'_> {
     }
 
     /// Moves the first of `victims` (in order) that it takes for the gang to fit, if every pod
-    /// moved fits again elsewhere.
+    /// moved fits again elsewhere, placing only where KAI's solver does
+    /// ([`Self::scenario_nodes`]).
     fn try_consolidate(&mut self, job: usize, victims: &[usize]) -> bool {
+        if let Some(nodes) = self.scenario_nodes(job) {
+            self.state.limit_to(nodes);
+        }
+        let done = self.consolidate_for(job, victims);
+        self.state.unlimit();
+        done
+    }
+
+    /// [`Self::try_consolidate`], within the nodes it allows.
+    fn consolidate_for(&mut self, job: usize, victims: &[usize]) -> bool {
         let Ok(leaf) = self.jobs[job].queue else {
             return false;
         };
@@ -92,6 +103,7 @@ impl Context<'_> {
             for p in self.running(v) {
                 if let Some(slot) = self.take_slot(p) {
                     self.state.release(&slot, &self.snapshot.pods[p]);
+                    self.state.allow(slot.node);
                     released.push((p, slot, v));
                 }
             }

@@ -240,7 +240,7 @@ impl Context<'_> {
                 must_move: false,
             })
         };
-        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+        self.solve(job, leaf, &pending, &mut next, &|_, _| true)
     }
 
     /// Preempt candidates (KAI's `preempt.go`): preemptible jobs of the same queue with strictly
@@ -502,6 +502,47 @@ impl Context<'_> {
         Some((v, pods))
     }
 
+    /// An eviction solver's attempt for `job` (reclaim or preempt): [`Self::release_until_fit`]
+    /// with placements limited to the nodes KAI's solver uses, [`Self::scenario_nodes`].
+    pub(crate) fn solve(
+        &mut self,
+        job: usize,
+        leaf: usize,
+        pending: &[usize],
+        next: &mut dyn FnMut(&Self, &[Victim]) -> Option<Victim>,
+        valid: &dyn Fn(&Self, &[Victim]) -> bool,
+    ) -> bool {
+        if let Some(nodes) = self.scenario_nodes(job) {
+            self.state.limit_to(nodes);
+        }
+        let done = self.release_until_fit(job, leaf, pending, next, valid);
+        self.state.unlimit();
+        done
+    }
+
+    /// The nodes KAI's eviction solvers place on for a preemptor `job`, before any victim's
+    /// node is added: `None` (every node) when some pod of the job asks no GPU, otherwise the
+    /// nodes with GPUs idle or being released, pods terminating before the cycle among them
+    /// (`common/feasible_nodes.go: FeasibleNodesForJob`). It matters for the victims placed
+    /// again that ask no GPU: they may not go to a node without such GPUs that no victim left.
+    pub(crate) fn scenario_nodes(&self, job: usize) -> Option<Vec<bool>> {
+        let pods = &self.jobs[job].pods;
+        if pods.iter().any(|&p| !self.snapshot.pods[p].asks_gpu()) {
+            return None;
+        }
+        let mut nodes: Vec<bool> = (0..self.state.len())
+            .map(|n| self.state.has_free_gpus(n))
+            .collect();
+        for &p in &self.releasing {
+            if let Some(slot) = &self.slots[p]
+                && self.snapshot.pods[p].asks_gpu()
+            {
+                nodes[slot.node] = true;
+            }
+        }
+        Some(nodes)
+    }
+
     /// Releases victims one unit at a time, each from `next(context, released so far)`, until
     /// the pods `pending` fit; keeps every earlier victim the gang can do without; then, if
     /// `valid(context, needed)` accepts the victims, commits the evictions and nominates the
@@ -535,6 +576,10 @@ impl Context<'_> {
             };
             popped.push(victim.clone());
             let freed = self.release(&victim);
+            // KAI's solver adds each victim's node to the nodes it places on.
+            for (_, slot) in &freed {
+                self.state.allow(slot.node);
+            }
             if let Some(nodes) = freed_since.as_mut() {
                 nodes.extend(freed.iter().map(|(_, slot)| slot.node));
             }

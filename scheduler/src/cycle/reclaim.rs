@@ -279,7 +279,7 @@ impl Context<'_> {
             cx.evictions_fit_strategy(leaf, &request, victims)
                 && cx.within_boundaries(leaf, &request, preemptible, victims)
         };
-        let done = self.release_until_fit(job, leaf, &pending, &mut next, &valid);
+        let done = self.solve(job, leaf, &pending, &mut next, &valid);
         if done {
             known.by_leaf.clear();
         }

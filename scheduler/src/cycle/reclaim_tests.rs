@@ -915,3 +915,65 @@ fn victim_queues_are_ranked_on_the_allocation_the_attempt_began_with() {
         ]
     );
 }
+
+/// KAI's eviction solvers place the preemptor, and the victims again, only on the preemptor's
+/// feasible nodes and the victims' nodes: for a job whose every pod asks a GPU, the nodes
+/// with GPUs idle or being released (`feasible_nodes.go: FeasibleNodesForJob`,
+/// `by_pod_solver.go: updateFeasibleNodes`); for a job with a pod that asks none, every node.
+///
+/// n1 has one GPU and 8 cores, held by b's g1 (1 GPU, 4 cores) and the newer CPU-only c1
+/// (4 cores); n2 has 64 cores and no GPU. a (GPU quota 1, fair share 1) wants p (1 GPU,
+/// 6 cores) and reclaims from b (1 GPU held, fair share 0). Victims newest first: c1 alone
+/// frees no GPU; with g1, p fits on n1, and b's jobs are placed again after it (a, within its
+/// quota, comes first): g1 finds no GPU, c1 finds 2 cores left on n1, and n2 is no node of
+/// the scenario (no GPU, no victim there). Both are evicted. When the job has a CPU-only pod
+/// too (p2, 1 core), every node is the solver's: c1 moves to n2 instead.
+#[test]
+fn victims_asking_no_gpu_go_only_where_the_solver_places() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=1; namespaces "a" }
+        queue "b" { gpu; namespaces "b" }
+        "#,
+    );
+    let mut n1 = node("n1", 1);
+    n1.allocatable.cpu = 8_000;
+    let cores = |p: Pod, cores: i64| Pod {
+        request: crate::cluster::Amounts {
+            cpu: cores * 1000,
+            ..p.request
+        },
+        ..p
+    };
+    let mut s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![n1, node("n2", 0)],
+        pods: vec![
+            running(created(cores(pod("b", "g1", 1), 4), 0), "n1", 0),
+            running(created(cores(pod("b", "c1", 0), 4), 1), "n1", 1),
+            Pod {
+                group: Some("p".into()),
+                ..created(cores(pod("a", "p", 1), 6), 100)
+            },
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(reclaimed(&r), vec!["b/c1", "b/g1"], "{:#?}", r.decisions);
+    assert_eq!(moved(&r), vec![]);
+    assert_eq!(nominated(&r), vec![("a/p".to_string(), "n1".to_string())]);
+
+    s.pods.push(Pod {
+        group: Some("p".into()),
+        ..created(cores(pod("a", "p2", 0), 1), 100)
+    });
+    s.groups.push(PodGroup {
+        namespace: "a".into(),
+        name: "p".into(),
+        min_member: 2,
+        ..Default::default()
+    });
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(reclaimed(&r), vec!["b/g1"], "{:#?}", r.decisions);
+    assert_eq!(moved(&r), vec![("b/c1".to_string(), "n2".to_string())]);
+}

@@ -137,6 +137,11 @@ pub struct ClusterState<'s> {
     /// KAI takes it from the node's releasing room and leaves its idle room as it was
     /// (`NodeInfo.addTaskResources`, a pipelined task).
     pipelined: Vec<Amounts>,
+    /// The nodes an eviction solver's attempt may place on (`None`: every node), KAI's
+    /// feasible nodes for the preemptor with its victims' nodes added.
+    scenario: Option<Vec<bool>>,
+    /// Whether a node has MIG instances (their free count is read only there).
+    has_mig: Vec<bool>,
 }
 
 impl<'s> ClusterState<'s> {
@@ -183,6 +188,12 @@ impl<'s> ClusterState<'s> {
             releasing_nodes: 0,
             pipelining: false,
             pipelined: vec![Amounts::default(); snapshot.nodes.len()],
+            scenario: None,
+            has_mig: snapshot
+                .nodes
+                .iter()
+                .map(|n| crate::cluster::mig_gpus(&n.extended) > 0)
+                .collect(),
         };
         for (n, node) in snapshot.nodes.iter().enumerate() {
             if state.schedulable[n] {
@@ -695,9 +706,42 @@ impl<'s> ClusterState<'s> {
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
         Box::new(
             self.by_strategy(pod, strategy)
+                .filter(move |&n| self.in_scenario(n))
                 .filter(move |&n| !idle_only || self.fits_idle(n, pod))
                 .filter(move |&n| self.admits(n, pod)),
         )
+    }
+
+    /// Whether a node has GPUs idle or being released in this cycle, whole or part of a shared
+    /// device, MIG instances among them (KAI's `GetSumOfIdleGPUs` + `GetSumOfReleasingGPUs`
+    /// above 0; pods terminating before the cycle aside, which hold their room here).
+    pub fn has_free_gpus(&self, node: usize) -> bool {
+        let n = &self.nodes[node];
+        n.free.gpu > 0 || (self.has_mig[node] && crate::cluster::mig_gpus(&n.extended) > 0)
+    }
+
+    /// Limits placements to `nodes` until [`Self::unlimit`]: an eviction solver's attempt
+    /// places the preemptor and its victims again only on the preemptor's feasible nodes and
+    /// the victims' nodes (KAI's `FeasibleNodesForJob`, `byPodSolver.updateFeasibleNodes`).
+    pub fn limit_to(&mut self, nodes: Vec<bool>) {
+        self.scenario = Some(nodes);
+    }
+
+    /// Adds a node to the limit [`Self::limit_to`] set, if any: a victim's node.
+    pub fn allow(&mut self, node: usize) {
+        if let Some(nodes) = self.scenario.as_mut() {
+            nodes[node] = true;
+        }
+    }
+
+    /// Lifts the limit [`Self::limit_to`] set.
+    pub fn unlimit(&mut self) {
+        self.scenario = None;
+    }
+
+    /// Whether placements may use a node now (see [`Self::limit_to`]).
+    fn in_scenario(&self, node: usize) -> bool {
+        self.scenario.as_ref().is_none_or(|nodes| nodes[node])
     }
 
     /// What orders candidates under a strategy: nodes with the same key are equal to it.
