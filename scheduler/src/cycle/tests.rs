@@ -746,6 +746,64 @@ fn consolidation_moves_a_pod_to_make_room_for_a_gang_and_re_places_it() {
     assert_eq!(nominated.len(), 1);
 }
 
+/// KAI's consolidation places a GPU job, and the pods it moves, only on the nodes with GPUs
+/// idle or being released and the moved pods' nodes (`consolidation.go` with
+/// `FeasibleNodesForJob`): a CPU-only pod in the way on a GPU node is not moved to a node
+/// without GPUs. n1 has its one GPU idle but only 4 of 8 cores, b's c1 holds the rest; n2 has
+/// cores and no GPU. a's p (1 GPU, 6 cores) waits: moving c1 to n2 would let it in, but n2 is
+/// no node of the solver. (a's higher queue priority puts p before c1 in the solver's
+/// allocation, so c1 is placed again after p, not straight back.) When n2 has an idle GPU too
+/// (and 4 cores: p does not fit there) it is one, and c1 moves there.
+#[test]
+fn consolidation_moves_pods_only_to_nodes_with_free_gpus_for_a_gpu_job() {
+    let p = policy(
+        r#"
+        queue "a" priority=200 { gpu quota=8; namespaces "a" }
+        queue "b" priority=100 { gpu quota=8; namespaces "b" }
+        "#,
+    );
+    let mut n1 = node("n1", 1);
+    n1.allocatable.cpu = 8_000;
+    let c1 = Pod {
+        request: Amounts {
+            gpu: 0,
+            cpu: 4_000,
+            memory: 1 << 30,
+        },
+        ..running(pod("b", "c1", 0), "n1", 0)
+    };
+    let want = Pod {
+        request: Amounts {
+            gpu: 1_000,
+            cpu: 6_000,
+            memory: 1 << 30,
+        },
+        ..pod("a", "p", 1)
+    };
+    let mut s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![n1, node("n2", 0)],
+        pods: vec![c1, want],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert!(evicted(&r).is_empty(), "{:#?}", r.decisions);
+    assert!(matches!(
+        pending_reason(&r, "a/p"),
+        Reason::NoNodeFits { .. }
+    ));
+
+    s.nodes[1] = node("n2", 1);
+    s.nodes[1].allocatable.cpu = 4_000;
+    let r = cycle(&p, &s, 3600);
+    let moves = evicted(&r);
+    assert_eq!(moves.len(), 1, "{:#?}", r.decisions);
+    assert!(
+        matches!(&moves[0].1, EvictReason::Consolidate { to_node, .. } if to_node == "n2"),
+        "{moves:?}"
+    );
+}
+
 #[test]
 fn consolidation_never_moves_non_preemptible_work() {
     let p = policy(TWO_TEAMS);
