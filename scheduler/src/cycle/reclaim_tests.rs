@@ -977,3 +977,50 @@ fn victims_asking_no_gpu_go_only_where_the_solver_places() {
     assert_eq!(reclaimed(&r), vec!["b/g1"], "{:#?}", r.decisions);
     assert_eq!(moved(&r), vec![("b/c1".to_string(), "n2".to_string())]);
 }
+
+/// KAI's eviction actions pass over a job with a pod larger than every node before its
+/// solver (`VictimInvariantPrePredicateFailureForTasks`: `MaxNodeResourcesPredicate`), and
+/// do not count it among the jobs they failed for (`MinimalJobRepresentatives`), so it hides
+/// no later job of its queue. Ours: allocate gives such a job its reason, larger than any
+/// node, and does not hand it to the eviction actions at all.
+///
+/// Two 2-GPU nodes, full with b's b1 and the newer b2 (2 GPUs each). a (quota 4, fair share
+/// 4) waits with the older j1 (one pod of 3 GPUs, 1 core: no node has 3 GPUs) and j2 (one pod
+/// of 2 GPUs and 8 cores, which is no easier than j1: more cores). j1 is passed over; j2
+/// reclaims b2, the newest, and is nominated on n2. Had j1 been tried and failed, j2 would not
+/// have been tried.
+#[test]
+fn a_job_larger_than_every_node_hides_no_later_job_from_reclaim() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=4; namespaces "a" }
+        queue "b" { gpu; namespaces "b" }
+        "#,
+    );
+    let sized = |p: Pod, cores: i64| Pod {
+        request: crate::cluster::Amounts {
+            cpu: cores * 1000,
+            ..p.request
+        },
+        ..p
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 2), node("n2", 2)],
+        pods: vec![
+            running(created(pod("b", "b1", 2), 0), "n1", 0),
+            running(created(pod("b", "b2", 2), 1), "n2", 1),
+            created(sized(pod("a", "j1", 3), 1), 100),
+            created(sized(pod("a", "j2", 2), 8), 200),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![4000, 0]);
+    assert_eq!(reclaimed(&r), vec!["b/b2"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("a/j2".to_string(), "n2".to_string())]);
+    assert!(matches!(
+        pending_reason(&r, "a/j1"),
+        Reason::LargerThanAnyNode { .. }
+    ));
+}
