@@ -60,12 +60,7 @@ impl Context<'_> {
     /// moved fits again elsewhere, placing only where KAI's solver does
     /// ([`Self::scenario_nodes`]).
     fn try_consolidate(&mut self, job: usize, victims: &[usize]) -> bool {
-        if let Some(nodes) = self.scenario_nodes(job) {
-            self.state.limit_to(nodes);
-        }
-        let done = self.consolidate_for(job, victims);
-        self.state.unlimit();
-        done
+        self.within_solver_nodes(job, |cx| cx.consolidate_for(job, victims))
     }
 
     /// [`Self::try_consolidate`], within the nodes it allows.

@@ -240,7 +240,9 @@ impl Context<'_> {
                 must_move: false,
             })
         };
-        self.solve(job, leaf, &pending, &mut next, &|_, _| true)
+        self.within_solver_nodes(job, |cx| {
+            cx.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+        })
     }
 
     /// Preempt candidates (KAI's `preempt.go`): preemptible jobs of the same queue with strictly
@@ -502,22 +504,20 @@ impl Context<'_> {
         Some((v, pods))
     }
 
-    /// An eviction solver's attempt for `job` (reclaim or preempt): [`Self::release_until_fit`]
-    /// with placements limited to the nodes KAI's solver uses, [`Self::scenario_nodes`].
-    pub(crate) fn solve(
+    /// Runs an eviction solver's attempt for `job` (reclaim, preempt, consolidation) with
+    /// placements limited to the nodes KAI's solver uses ([`Self::scenario_nodes`]), victims'
+    /// nodes added as they are taken.
+    pub(crate) fn within_solver_nodes<T>(
         &mut self,
         job: usize,
-        leaf: usize,
-        pending: &[usize],
-        next: &mut dyn FnMut(&Self, &[Victim]) -> Option<Victim>,
-        valid: &dyn Fn(&Self, &[Victim]) -> bool,
-    ) -> bool {
+        attempt: impl FnOnce(&mut Self) -> T,
+    ) -> T {
         if let Some(nodes) = self.scenario_nodes(job) {
             self.state.limit_to(nodes);
         }
-        let done = self.release_until_fit(job, leaf, pending, next, valid);
+        let out = attempt(self);
         self.state.unlimit();
-        done
+        out
     }
 
     /// The nodes KAI's eviction solvers place on for a preemptor `job`, before any victim's

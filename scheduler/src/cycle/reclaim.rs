@@ -279,7 +279,9 @@ impl Context<'_> {
             cx.evictions_fit_strategy(leaf, &request, victims)
                 && cx.within_boundaries(leaf, &request, preemptible, victims)
         };
-        let done = self.solve(job, leaf, &pending, &mut next, &valid);
+        let done = self.within_solver_nodes(job, |cx| {
+            cx.release_until_fit(job, leaf, &pending, &mut next, &valid)
+        });
         if done {
             known.by_leaf.clear();
         }
