@@ -663,39 +663,69 @@ impl Context<'_> {
         let request = request_of(self.snapshot, pods);
         self.admission(job, leaf, &request)?;
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
-        let slots = place_gang(self.state, self.snapshot, pods, &plan)?;
-        if let [(p, slot)] = slots.as_slice()
-            && plan.strategy == Strategy::Binpack
-            && let Some((device, leaving)) = self.shared_device_releasing(*p, slot)
-        {
-            // KAI's GPU binpack puts a shared pod on the fullest shared device of its node,
-            // counting the room the device's releasing pods leave, before an idle one
-            // (`gpu_sharing/gpuSharing.go: GetNodePreferableGpuForSharing` over
-            // `Session.FittingGPUs`, `gpupack`); where it fits only with that room it is
-            // pipelined there.
-            let (p, slot) = slots.into_iter().next().expect("one slot");
-            self.give_back(&[(p, slot.clone())]);
-            for q in leaving {
-                let left = self.take_slot(q).expect("a releasing pod holds its slot");
-                self.state.release(&left, &self.snapshot.pods[q]);
+        let mut slots = place_gang(self.state, self.snapshot, pods, &plan)?;
+        let mut pipelined = vec![false; slots.len()];
+        if plan.strategy == Strategy::Binpack && !self.releasing.is_empty() {
+            for (at, (p, slot)) in slots.iter_mut().enumerate() {
+                let pod = &self.snapshot.pods[*p];
+                if pod.fractional && pod.shared_devices <= 1 {
+                    pipelined[at] = self.onto_releasing_shared_device(*p, slot);
+                }
             }
-            let share = self.snapshot.pods[p].request.gpu;
-            let onto = Slot {
-                node: slot.node,
-                devices: vec![(device, share)],
-            };
-            self.state.take(&onto, &self.snapshot.pods[p]);
-            self.commit(job, leaf, vec![(p, onto)], true);
-            return Ok(());
         }
-        self.commit(job, leaf, slots, false);
+        // A pod set with a pipelined pod and fewer active pods than its minimum is pipelined
+        // whole (`allocate.go: attemptToAllocateJob`, `PodGroupInfo.ShouldPipelineJob`).
+        let waiting = pipelined.iter().filter(|&&p| p).count();
+        if waiting > 0
+            && self.active_count(job) + slots.len() - waiting < self.jobs[job].min_member as usize
+        {
+            pipelined.fill(true);
+        }
+        let (mut bound, mut nominated) = (Vec::new(), Vec::new());
+        for (slot, pipelined) in slots.into_iter().zip(pipelined) {
+            match pipelined {
+                true => nominated.push(slot),
+                false => bound.push(slot),
+            }
+        }
+        if !bound.is_empty() {
+            self.commit(job, leaf, bound, false);
+        }
+        if !nominated.is_empty() {
+            self.commit(job, leaf, nominated, true);
+        }
         Ok(())
     }
 
-    /// For a shared pod of one device placed at `slot` on free room, the device of its node KAI
-    /// would put it on instead: the fullest one (its releasing pods' room counted as used) that
-    /// some pod still running shares, where the pod fits only with the room the device's pods
-    /// being deleted leave; with those pods.
+    /// KAI's GPU binpack puts a shared pod on the fullest shared device of its node, counting
+    /// the room the device's releasing pods leave, before an idle one
+    /// (`gpu_sharing/gpuSharing.go: GetNodePreferableGpuForSharing` over
+    /// `Session.FittingGPUs`, `gpupack`); where it fits only with that room it is pipelined
+    /// there. Moves pod `p`, placed at `slot` on free room, onto such a device if there is one
+    /// (the device's pods being deleted leave it); returns whether it did.
+    fn onto_releasing_shared_device(&mut self, p: usize, slot: &mut Slot) -> bool {
+        self.give_back(&[(p, slot.clone())]);
+        let Some((device, leaving)) = self.shared_device_releasing(p, slot) else {
+            self.state.take(slot, &self.snapshot.pods[p]);
+            return false;
+        };
+        for q in leaving {
+            let left = self.take_slot(q).expect("a releasing pod holds its slot");
+            self.state.release(&left, &self.snapshot.pods[q]);
+        }
+        *slot = Slot {
+            node: slot.node,
+            devices: vec![(device, self.snapshot.pods[p].request.gpu)],
+        };
+        self.state.take(slot, &self.snapshot.pods[p]);
+        true
+    }
+
+    /// For a shared pod of one device that fits on free room on the node of `slot` (its own
+    /// room there given back), the device of that node KAI would put it on instead: the
+    /// fullest one (its releasing pods' room counted as used) that some pod still running
+    /// shares, where the pod fits only with the room the device's pods being deleted leave;
+    /// with those pods.
     fn shared_device_releasing(&self, p: usize, slot: &Slot) -> Option<(usize, Vec<usize>)> {
         let pod = &self.snapshot.pods[p];
         if !pod.fractional || pod.shared_devices > 1 || self.releasing.is_empty() {

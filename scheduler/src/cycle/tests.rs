@@ -524,6 +524,57 @@ fn a_shared_pod_waits_for_the_releasing_half_of_a_shared_device_under_binpack() 
     );
 }
 
+/// A gang of shared pods takes the same device order, pod by pod, and is pipelined whole
+/// when one of its pods waits for releasing room and the others alone are below its minimum
+/// (`allocate.go: attemptToAllocateJob`, `PodGroupInfo.ShouldPipelineJob`).
+///
+/// One node, two devices: g0 shared by a running half and a terminating half, the other idle.
+/// A gang of two halves (minimum 2): the first goes onto g0's releasing half (the fullest
+/// device it fits once that pod leaves), the second onto the idle device, which would bind;
+/// with one of two pods waiting, both are nominated. Before, both went onto the idle device
+/// and were bound, leaving g0 half used.
+#[test]
+fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
+    let named = |name: &str, terminating: bool| {
+        let mut pod = half_gpu("a", name);
+        pod.labels.insert("runai-gpu-group".into(), "g0".into());
+        Pod {
+            terminating,
+            ..running(pod, "n", 0)
+        }
+    };
+    let halves = |size: usize, min: u32| {
+        let (pods, group) = gang("a", "new", size, 0, min);
+        let pods: Vec<Pod> = pods
+            .into_iter()
+            .map(|p| Pod {
+                group: p.group.clone(),
+                ..half_gpu("a", &p.name)
+            })
+            .collect();
+        (pods, group)
+    };
+    let pack = policy(&format!(
+        "cluster \"c\" {{ placement gpu=binpack }}\n{TWO_TEAMS}"
+    ));
+    let (pods, group) = halves(2, 2);
+    let mut s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n", 2)],
+        pods: vec![named("run", false), named("leaving", true)],
+        groups: vec![group],
+    };
+    s.pods.extend(pods);
+    let r = cycle(&pack, &s, 0);
+    assert_eq!(binds(&r), vec![], "{:#?}", r.decisions);
+    let nominated: Vec<&Decision> = r
+        .decisions
+        .iter()
+        .filter(|d| matches!(d, Decision::Nominate { .. }))
+        .collect();
+    assert_eq!(nominated.len(), 2, "{:#?}", r.decisions);
+}
+
 #[test]
 fn a_pod_shared_over_several_named_devices_holds_each_of_them() {
     let p = policy(TWO_TEAMS);
