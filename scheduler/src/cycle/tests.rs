@@ -315,6 +315,57 @@ fn higher_priority_preempts_lower_inside_a_queue_and_is_pipelined() {
     }));
 }
 
+/// Preempt's solver places on KAI's solver nodes too (`preempt.go: attemptToPreemptForPreemptor`
+/// with `FeasibleNodesForJob`): n1 (1 GPU, 8 cores) runs b's train jobs g1 (1 GPU, 4 cores)
+/// and the newer CPU-only c1 (4 cores); n2 has cores and no GPU. The prod job (1 GPU, 6
+/// cores) takes c1, then g1 (lowest priority, newest first), and lands on n1; c1, placed
+/// again after it, finds 2 cores on n1 and n2 is none of the solver's: both are evicted.
+#[test]
+fn preempt_places_victims_asking_no_gpu_only_on_the_solvers_nodes() {
+    let p = policy(TWO_TEAMS);
+    let mut n1 = node("n1", 1);
+    n1.allocatable.cpu = 8_000;
+    let job = |name: &str, gpus: i64, cores: i64, class: &str| Pod {
+        priority_class: Some(class.into()),
+        request: Amounts {
+            gpu: gpus * 1000,
+            cpu: cores * 1000,
+            memory: 1 << 30,
+        },
+        ..pod("b", name, gpus)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![n1, node("n2", 0)],
+        pods: vec![
+            running(job("g1", 1, 4, "train"), "n1", 0),
+            running(
+                Pod {
+                    created: 1,
+                    ..job("c1", 0, 4, "train")
+                },
+                "n1",
+                1,
+            ),
+            job("prod", 1, 6, "prod"),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 600);
+    let preempted: Vec<String> = evicted(&r)
+        .into_iter()
+        .map(|(pod, why)| {
+            assert!(matches!(why, EvictReason::Preempt { .. }), "{why:?}");
+            pod
+        })
+        .collect();
+    assert_eq!(preempted, vec!["b/c1", "b/g1"], "{:#?}", r.decisions);
+    assert!(r.decisions.contains(&Decision::Nominate {
+        pod: "b/prod".into(),
+        node: "n1".into()
+    }));
+}
+
 #[test]
 fn a_starved_queue_reclaims_from_one_above_its_fair_share() {
     let p = policy(TWO_TEAMS);
