@@ -51,6 +51,9 @@ pub(crate) struct Context<'a> {
     /// Per job: whether pods of it that were pending have been placed in this cycle (bound
     /// or nominated; such placements are never taken back).
     pub grown: Vec<bool>,
+    /// Per job: how many of its pods have been nominated (pipelined) in this cycle; they hold
+    /// their slots, so they are among its active pods, which KAI's pipelined pods are not.
+    pub pipelined: Vec<usize>,
     /// Per job, how many of its pods run (see [`Self::runs`]); kept by [`Self::take_slot`] and
     /// [`Self::put_slot`], so that the victim searches ask it in one step, not per pod.
     pub running_pods: RunningPods,
@@ -673,11 +676,14 @@ impl Context<'_> {
                 }
             }
         }
-        // A pod set with a pipelined pod and fewer active pods than its minimum is pipelined
-        // whole (`allocate.go: attemptToAllocateJob`, `PodGroupInfo.ShouldPipelineJob`).
+        // A pod set with a pipelined pod, of this turn or an earlier one, and fewer active
+        // pods than its minimum is pipelined whole (`allocate.go: attemptToAllocateJob`,
+        // `PodGroupInfo.ShouldPipelineJob`).
         let waiting = pipelined.iter().filter(|&&p| p).count();
-        if waiting > 0
-            && self.active_count(job) + slots.len() - waiting < self.jobs[job].min_member as usize
+        let before = self.pipelined[job];
+        if waiting + before > 0
+            && self.active_count(job).saturating_sub(before) + slots.len() - waiting
+                < self.jobs[job].min_member as usize
         {
             pipelined.fill(true);
         }
@@ -762,6 +768,9 @@ impl Context<'_> {
 
     /// Records placed slots: binds, or nominations when the room is still being freed.
     pub fn commit(&mut self, job: usize, leaf: usize, slots: Vec<(usize, Slot)>, nominate: bool) {
+        if nominate {
+            self.pipelined[job] += slots.len();
+        }
         let pods: Vec<usize> = slots.iter().map(|(p, _)| *p).collect();
         self.used.add(
             self.policy,

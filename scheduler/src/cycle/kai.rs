@@ -130,7 +130,9 @@ pub(crate) struct Side {
     pub queue: usize,
     /// The job's init resources.
     pub job: Quantities,
-    /// Resources of the victims taken from this queue so far.
+    /// Resources of the victims its dominant share with the job leaves out: for a victim
+    /// queue, its best leaf's victims taken so far and its next one (KAI's
+    /// `getVictimsForQueue`).
     pub victims: Quantities,
 }
 

@@ -239,6 +239,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         place: actions.allocate,
         releasing,
         grown: vec![false; jobs.len()],
+        pipelined: vec![0; jobs.len()],
         running_pods,
         waiting: vec![Vec::new(); policy.queues.len()],
     };

@@ -10,8 +10,9 @@
 //!   its allocatable share, or, when the reclaimer's side is within its quota, above its quota
 //!   (`FilterVictim`, `canBeDeservedQuotaReclaimCandidate`);
 //! - victims come in KAI's reversed queue order, re-ranked after every victim on the allocation
-//!   the attempt began with (KAI's session while it picks victims) less the victims taken, and
-//!   inside a queue in reversed job order; an elastic victim gives up one surplus pod at a time;
+//!   the attempt began with (KAI's session while it picks victims; only the dominant share with
+//!   the job takes off the best leaf's victims so far and its next), and inside a queue in
+//!   reversed job order; an elastic victim gives up one surplus pod at a time;
 //! - each victim is checked in turn against the two strategies with what its side still holds
 //!   before that victim goes (`reclaimResourcesFromReclaimees`, `FitsReclaimStrategy`), so a
 //!   queue is never taken more than one victim below its share;
@@ -213,7 +214,7 @@ impl Context<'_> {
         let mut released = vec![Quantities::default(); self.policy.queues.len()];
         // KAI picks victims on a session that none of them has left yet (each scenario's
         // simulation is discarded): the victim queues are ranked on the allocation as it was
-        // when the attempt began, less every victim popped from them.
+        // when the attempt began (see `last_victim_queue` for what the victims take off).
         let at_start = self.used.clone();
         let mut seen = 0;
         // What the victims popped that must move will take again somewhere.

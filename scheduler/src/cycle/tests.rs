@@ -583,7 +583,10 @@ fn a_shared_pod_waits_for_the_releasing_half_of_a_shared_device_under_binpack() 
 /// A gang of two halves (minimum 2): the first goes onto g0's releasing half (the fullest
 /// device it fits once that pod leaves), the second onto the idle device, which would bind;
 /// with one of two pods waiting, both are nominated. Before, both went onto the idle device
-/// and were bound, leaving g0 half used.
+/// and were bound, leaving g0 half used. A third half (on a node of three devices) comes in a
+/// later turn onto idle room: its job's two pods pipelined earlier are not active, so the
+/// job is still below its minimum and the third is nominated too (KAI counts the pipelined
+/// pods of every turn).
 #[test]
 fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
     let named = |name: &str, terminating: bool| {
@@ -624,6 +627,20 @@ fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
         .filter(|d| matches!(d, Decision::Nominate { .. }))
         .collect();
     assert_eq!(nominated.len(), 2, "{:#?}", r.decisions);
+
+    let (pods, group) = halves(3, 2);
+    s.nodes = vec![node("n", 3)];
+    s.pods.truncate(2);
+    s.pods.extend(pods);
+    s.groups = vec![group];
+    let r = cycle(&pack, &s, 0);
+    assert_eq!(binds(&r), vec![], "{:#?}", r.decisions);
+    let nominated = r
+        .decisions
+        .iter()
+        .filter(|d| matches!(d, Decision::Nominate { .. }))
+        .count();
+    assert_eq!(nominated, 3, "{:#?}", r.decisions);
 }
 
 #[test]
