@@ -670,10 +670,7 @@ impl Context<'_> {
         let mut pipelined = vec![false; slots.len()];
         if plan.strategy == Strategy::Binpack && !self.releasing.is_empty() {
             for (at, (p, slot)) in slots.iter_mut().enumerate() {
-                let pod = &self.snapshot.pods[*p];
-                if pod.fractional && pod.shared_devices <= 1 {
-                    pipelined[at] = self.onto_releasing_shared_device(*p, slot);
-                }
+                pipelined[at] = self.onto_releasing_shared_device(*p, slot);
             }
         }
         // A pod set with a pipelined pod, of this turn or an earlier one, and fewer active
@@ -707,9 +704,14 @@ impl Context<'_> {
     /// the room the device's releasing pods leave, before an idle one
     /// (`gpu_sharing/gpuSharing.go: GetNodePreferableGpuForSharing` over
     /// `Session.FittingGPUs`, `gpupack`); where it fits only with that room it is pipelined
-    /// there. Moves pod `p`, placed at `slot` on free room, onto such a device if there is one
-    /// (the device's pods being deleted leave it); returns whether it did.
+    /// there. Moves pod `p`, placed at `slot` on free room, onto such a device if it is a
+    /// shared pod of one device and there is one (the device's pods being deleted leave it);
+    /// returns whether it did.
     fn onto_releasing_shared_device(&mut self, p: usize, slot: &mut Slot) -> bool {
+        let pod = &self.snapshot.pods[p];
+        if !pod.fractional || pod.shared_devices > 1 {
+            return false;
+        }
         self.give_back(&[(p, slot.clone())]);
         let Some((device, leaving)) = self.shared_device_releasing(p, slot) else {
             self.state.take(slot, &self.snapshot.pods[p]);
@@ -733,10 +735,6 @@ impl Context<'_> {
     /// shares, where the pod fits only with the room the device's pods being deleted leave;
     /// with those pods.
     fn shared_device_releasing(&self, p: usize, slot: &Slot) -> Option<(usize, Vec<usize>)> {
-        let pod = &self.snapshot.pods[p];
-        if !pod.fractional || pod.shared_devices > 1 || self.releasing.is_empty() {
-            return None;
-        }
         let free = self.state.device_free(slot.node);
         let mut leaving = vec![0; free.len()];
         let on_node: Vec<usize> = self
@@ -750,7 +748,7 @@ impl Context<'_> {
                 leaving[d] += amount;
             }
         }
-        let share = pod.request.gpu;
+        let share = self.snapshot.pods[p].request.gpu;
         let device = (0..free.len())
             .filter(|&d| free[d] < share && share <= free[d] + leaving[d])
             .filter(|&d| DEVICE - free[d] - leaving[d] > 0)

@@ -3,7 +3,7 @@
 //! (`plugins/proportion/reclaimable/`, `actions/reclaim/reclaim.go`); the fair shares each case
 //! relies on are worked out in its comment.
 
-use super::tests::{cycle, evicted, gang, node, pending_reason, pod, policy, running};
+use super::tests::{cycle, evicted, gang, node, nominated, pending_reason, pod, policy, running};
 use super::*;
 use crate::cluster::{Pod, PodGroup};
 use crate::decision::{Decision, EvictReason, Reason};
@@ -36,16 +36,6 @@ fn moved(r: &CycleResult) -> Vec<(String, String)> {
         .into_iter()
         .filter_map(|(pod, why)| match why {
             EvictReason::Consolidate { to_node, .. } => Some((pod, to_node)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn nominated(r: &CycleResult) -> Vec<(String, String)> {
-    r.decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Nominate { pod, node } => Some((pod.clone(), node.clone())),
             _ => None,
         })
         .collect()

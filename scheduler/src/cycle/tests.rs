@@ -461,6 +461,27 @@ fn half_gpu(ns: &str, name: &str) -> Pod {
     }
 }
 
+/// A half-GPU pod of `a` running on node `n`, on the device KAI's binder named `g0`.
+fn on_g0(name: &str, terminating: bool) -> Pod {
+    let mut pod = half_gpu("a", name);
+    pod.labels.insert("runai-gpu-group".into(), "g0".into());
+    Pod {
+        terminating,
+        ..running(pod, "n", 0)
+    }
+}
+
+/// The pods nominated, with the node each is nominated on.
+pub(crate) fn nominated(r: &CycleResult) -> Vec<(String, String)> {
+    r.decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Nominate { pod, node } => Some((pod.clone(), node.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
     let p = policy(TWO_TEAMS);
@@ -535,20 +556,12 @@ fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_
 /// under spread, which prefers whole devices, it binds at once.
 #[test]
 fn a_shared_pod_waits_for_the_releasing_half_of_a_shared_device_under_binpack() {
-    let named = |name: &str, terminating: bool| {
-        let mut pod = half_gpu("a", name);
-        pod.labels.insert("runai-gpu-group".into(), "g0".into());
-        Pod {
-            terminating,
-            ..running(pod, "n", 0)
-        }
-    };
     let s = Snapshot {
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
         pods: vec![
-            named("run", false),
-            named("leaving", true),
+            on_g0("run", false),
+            on_g0("leaving", true),
             half_gpu("a", "new"),
         ],
         groups: vec![],
@@ -589,14 +602,6 @@ fn a_shared_pod_waits_for_the_releasing_half_of_a_shared_device_under_binpack() 
 /// pods of every turn).
 #[test]
 fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
-    let named = |name: &str, terminating: bool| {
-        let mut pod = half_gpu("a", name);
-        pod.labels.insert("runai-gpu-group".into(), "g0".into());
-        Pod {
-            terminating,
-            ..running(pod, "n", 0)
-        }
-    };
     let halves = |size: usize, min: u32| {
         let (pods, group) = gang("a", "new", size, 0, min);
         let pods: Vec<Pod> = pods
@@ -615,18 +620,13 @@ fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
     let mut s = Snapshot {
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
-        pods: vec![named("run", false), named("leaving", true)],
+        pods: vec![on_g0("run", false), on_g0("leaving", true)],
         groups: vec![group],
     };
     s.pods.extend(pods);
     let r = cycle(&pack, &s, 0);
     assert_eq!(binds(&r), vec![], "{:#?}", r.decisions);
-    let nominated: Vec<&Decision> = r
-        .decisions
-        .iter()
-        .filter(|d| matches!(d, Decision::Nominate { .. }))
-        .collect();
-    assert_eq!(nominated.len(), 2, "{:#?}", r.decisions);
+    assert_eq!(nominated(&r).len(), 2, "{:#?}", r.decisions);
 
     let (pods, group) = halves(3, 2);
     s.nodes = vec![node("n", 3)];
@@ -635,12 +635,7 @@ fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
     s.groups = vec![group];
     let r = cycle(&pack, &s, 0);
     assert_eq!(binds(&r), vec![], "{:#?}", r.decisions);
-    let nominated = r
-        .decisions
-        .iter()
-        .filter(|d| matches!(d, Decision::Nominate { .. }))
-        .count();
-    assert_eq!(nominated, 3, "{:#?}", r.decisions);
+    assert_eq!(nominated(&r).len(), 3, "{:#?}", r.decisions);
 }
 
 #[test]
