@@ -61,15 +61,21 @@ pub const DEFAULT_QUEUE: &str = "default-queue";
 pub const TRAIN_CLASS: &str = "train";
 
 /// A job's (namespace, pod group or pod name, whether it is a pod group).
-type JobKey<'s> = (&'s str, &'s str, bool);
+pub(crate) type JobKey<'s> = (&'s str, &'s str, bool);
 
 /// A job's pod group object (index into `Snapshot::groups`), if any, and its pods.
-type Members = (Option<usize>, Vec<usize>);
+pub(crate) type Members = (Option<usize>, Vec<usize>);
 
 /// Groups the snapshot's pods into jobs, in a stable order (namespace, then name). Pods of
 /// other schedulers are no job: they only hold their node's resources.
 pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
-    let nodes: FxHashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
+    build(snapshot, policy, group(snapshot))
+}
+
+/// The snapshot's pods sorted into their jobs' runs, in the jobs' order, each with its pod
+/// group object: the first half of [`jobs`], which [`build`] finishes (on any slice of it, so
+/// that a large cluster's jobs are built on two threads).
+pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Members)> {
     // Of two objects with one name, the later one counts.
     let objects: HashMap<(&str, &str), usize> = snapshot
         .groups
@@ -103,6 +109,17 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
             }
         }
     }
+    by_key
+}
+
+/// Makes the jobs of some of [`group`]'s runs, in their order: each resolved to its queue and
+/// priority, its pods on nodes outside the snapshot set apart.
+pub(crate) fn build(
+    snapshot: &Snapshot,
+    policy: &Policy,
+    by_key: Vec<(JobKey<'_>, Members)>,
+) -> Vec<Job> {
+    let nodes: FxHashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     let names = QueueNames::new(policy);
     by_key
         .into_iter()
