@@ -140,15 +140,6 @@ type Released = (Victim, Vec<(usize, Slot)>);
 /// A victim placed again elsewhere: the slots its pods left and the ones they took.
 type Moved = (Victim, Vec<(usize, Slot)>, Vec<(usize, Slot)>);
 
-/// How many pods of job `v` the moves `moved` placed again.
-fn placed_back_of(moved: &[Moved], v: usize) -> usize {
-    moved
-        .iter()
-        .filter(|(u, _, _)| u.job == v)
-        .map(|(_, _, to)| to.len())
-        .sum()
-}
-
 impl Context<'_> {
     /// KAI's `IsWithinPreemptionDelay` (`input_jobs.go` leaves such jobs out of consolidation,
     /// reclaim and preempt): the reason a job may not evict yet, if so.
@@ -583,24 +574,33 @@ impl Context<'_> {
             if let Some(nodes) = freed_since.as_mut() {
                 nodes.extend(freed.iter().map(|(_, slot)| slot.node));
             }
-            if victim.reason.is_some()
-                && self.goes_before(victim.job, &victim.pods, job, leaf, pending)
-            {
-                // KAI's solver allocates a victim's job once, with every pod of it the victims
-                // taken so far hold: the job's pods placed again earlier in this attempt are
-                // taken back and placed again with this one.
-                let back = self.take_back_early(&mut early, &mut early_failed, victim.job);
-                let mut units: Vec<Released> = Vec::with_capacity(back.len() + 1);
-                for (unit, to) in back {
-                    if let Some(nodes) = freed_since.as_mut() {
-                        nodes.extend(to.iter().map(|(_, slot)| slot.node));
+            // KAI's solver allocates a victim's job once, at one point of its order, with every
+            // pod of it the victims taken so far hold: the job's units taken earlier in this
+            // attempt go where this latest one goes. Those placed again before the gang are
+            // taken back first (their room, given again, is free once more).
+            let before = victim.reason.is_some()
+                && self.goes_before(victim.job, &victim.pods, job, leaf, pending);
+            let back = self.take_back_early(&mut early, &mut early_failed, victim.job);
+            let mut units: Vec<Released> = Vec::with_capacity(back.len() + 1);
+            for (unit, to) in back {
+                if let Some(nodes) = freed_since.as_mut() {
+                    nodes.extend(to.iter().map(|(_, slot)| slot.node));
+                }
+                units.push(unit);
+            }
+            if before {
+                let mut i = 0;
+                while i < released.len() {
+                    if released[i].0.job == victim.job {
+                        units.push(released.remove(i));
+                    } else {
+                        i += 1;
                     }
-                    units.push(unit);
                 }
                 units.push((victim, freed));
                 // Marked moved, even back on its own node, so this attempt does not take those
                 // pods again.
-                let (gone, stay) = self.move_job(units, true, 0);
+                let (gone, stay) = self.move_job(units, true);
                 if let Some((_, _, to)) = &gone {
                     for (p, _) in to {
                         self.running_pods.set_early(*p, true);
@@ -608,8 +608,15 @@ impl Context<'_> {
                 }
                 early.extend(gone);
                 early_failed.extend(stay);
-            } else {
+            } else if units.is_empty() {
                 released.push((victim, freed));
+            } else {
+                // The job's units placed before the gang until now come after it too, in the
+                // order they were taken.
+                released.extend(units);
+                released.push((victim, freed));
+                released
+                    .sort_by_key(|(v, _)| popped.iter().position(|u| u.pods.contains(&v.pods[0])));
             }
             // Limits and non-preemptible quota are judged now, with the victims gone: allocate
             // has placed other jobs since this one was first admitted.
@@ -639,7 +646,7 @@ impl Context<'_> {
             let placed_before = !early.is_empty();
             let (slots, needed) =
                 self.keep_unneeded(job, leaf, pending, slots, released, placed_before);
-            let (late, mut needed) = self.move_victims(job, leaf, pending, needed, &early);
+            let (late, mut needed) = self.move_victims(job, leaf, pending, needed);
             needed.extend(early_failed);
             needed.sort_by_key(|(v, _)| taken.iter().position(|p| v.pods.contains(p)));
             let moved: Vec<Moved> = early.into_iter().chain(late).collect();
@@ -811,17 +818,15 @@ impl Context<'_> {
     /// order, then job order (KAI's by-pod solver runs its allocation over the preemptor and
     /// the victims' jobs: `common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`;
     /// the jobs that go before the preemptor were placed as they were taken), each given back
-    /// what [`Self::move_job`] says (`early`: the victims placed so far in this attempt). A pod
-    /// placed again is moved, not evicted, and keeps its queue's allocation, so it must also fit
-    /// its queue's limits beside the placed gang (`job` of `leaf`, pods `pending`). Returns the
-    /// moved victims and the ones still to evict.
+    /// what [`Self::move_job`] says. A pod placed again is moved, not evicted, and keeps its
+    /// queue's allocation, so it must also fit its queue's limits beside the placed gang (`job`
+    /// of `leaf`, pods `pending`). Returns the moved victims and the ones still to evict.
     fn move_victims(
         &mut self,
         job: usize,
         leaf: usize,
         pending: &[usize],
         mut needed: Vec<Released>,
-        early: &[Moved],
     ) -> (Vec<Moved>, Vec<Released>) {
         needed.sort_by_cached_key(|(v, _)| self.job_order(v.job));
         let gang = request_of(self.snapshot, pending);
@@ -848,8 +853,7 @@ impl Context<'_> {
                 }
             }
             let units = jobs.remove(next);
-            let back = placed_back_of(early, units[0].0.job);
-            let (gone, stay) = self.move_job(units, false, back);
+            let (gone, stay) = self.move_job(units, false);
             moved.extend(gone);
             evicted.extend(stay);
         }
@@ -879,15 +883,14 @@ impl Context<'_> {
 
     /// Places released pods of one victim job (`units`) again where they fit, all or none, as
     /// KAI's solver allocates a victim's job once (`AllocateJob` over `GetTasksToAllocate`):
-    /// the first of them in KAI's task order, as many as [`Self::placed_back`] says (`back`: the
-    /// job's pods this attempt placed again already); a PodGroup with sub-groups all of them.
+    /// the first of them in KAI's task order, as many as [`Self::placed_back`] says; a PodGroup
+    /// with sub-groups all of them.
     /// With `always_moved`, a pod that lands on its own node counts as moved too (no victim
     /// again in this attempt). Returns the pods placed, as a move, and the ones to evict.
     fn move_job(
         &mut self,
         units: Vec<Released>,
         always_moved: bool,
-        back: usize,
     ) -> (Option<Moved>, Vec<Released>) {
         let v = units[0].0.job;
         let (Some(_), Ok(vq)) = (&units[0].0.reason, &self.jobs[v].queue) else {
@@ -909,7 +912,7 @@ impl Context<'_> {
         let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
         let count = match self.jobs[v].gang {
             Some(_) => all.len(),
-            None => self.placed_back(v, all.len(), back),
+            None => self.placed_back(v, all.len()),
         };
         let to = match count {
             0 => None,
@@ -950,17 +953,16 @@ impl Context<'_> {
     }
 
     /// How many of `released` pods of victim job `v` (no PodGroup sub-groups) KAI's solver
-    /// places again, `back` of its pods placed again earlier in the attempt: it allocates the
-    /// job once, with every pod of the attempt released, and asks for what brings the job's
+    /// places again: it allocates the job once, with every pod of the attempt released (all of
+    /// them are in `released`: see [`Self::release_until_fit`]), and asks for what brings the job's
     /// active pods up to its minimum, or one pod when they are there already
     /// (`podgroup_info/allocation_info.go: getNumTasksToAllocate`; the released pods are
     /// `Releasing`, not active, and may be allocated again: `PodInfo.ShouldAllocate`).
-    fn placed_back(&self, v: usize, released: usize, back: usize) -> usize {
-        // Pods placed again hold their new slots: count them as released here.
-        let active = self.active_count(v).saturating_sub(back);
+    fn placed_back(&self, v: usize, released: usize) -> usize {
+        let active = self.active_count(v);
         let min = self.jobs[v].min_member as usize;
         let asked = if active >= min { 1 } else { min - active };
-        asked.saturating_sub(back).min(released)
+        asked.min(released)
     }
 
     /// Places released pods of a job again, all or none, within its queue's limits; the slots

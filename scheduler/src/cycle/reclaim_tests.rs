@@ -3,7 +3,9 @@
 //! (`plugins/proportion/reclaimable/`, `actions/reclaim/reclaim.go`); the fair shares each case
 //! relies on are worked out in its comment.
 
-use super::tests::{cycle, evicted, gang, node, nominated, pending_reason, pod, policy, running};
+use super::tests::{
+    binds, cycle, evicted, gang, node, nominated, pending_reason, pod, policy, running,
+};
 use super::*;
 use crate::cluster::{Pod, PodGroup};
 use crate::decision::{Decision, EvictReason, Reason};
@@ -1013,4 +1015,91 @@ fn a_job_larger_than_every_node_hides_no_later_job_from_reclaim() {
         pending_reason(&r, "a/j1"),
         Reason::LargerThanAnyNode { .. }
     ));
+}
+
+/// KAI's solver allocates each victim job once, at one point of its order, with every pod of it
+/// the scenario evicted (`common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`, one
+/// `AllocateJob` per job, `GetTasksToAllocate`): an elastic victim whose surplus pod and last
+/// pod were both taken gets back only what brings it to its minimum, one pod.
+///
+/// Three 8-GPU nodes. q0 (quota 4, weight 0) runs j0 (two 2-GPU pods, minimum 1) on n0; q1
+/// (quota 5, limit 6) has q1-0 running j2 (two 4-GPU pods, on n0 and n1) and q1-1 with j4 (one
+/// GPU) waiting. Fair shares: q0 4; q1 6 (its limit), split q1-0 5, q1-1 1 (j4 asks 1).
+/// Allocate binds q0's j1 (1 GPU, high) and j3 (2 x 1 GPU) on n1 (1 GPU left there); j4 waits
+/// on q1's limit (8 + 1 > 6). Reclaim for j4 takes, in KAI's victim order, j0's surplus pod
+/// j0-1, then j0-0, then j2 (all of q1's 8 GPUs: only then does j4 fit q1's limit). KAI's
+/// scenario is every victim on j2's first node, n0: j0-1, j0-0 and j2. j4 goes to n1's idle GPU;
+/// j0, with none of its pods left, is allocated once for its minimum: one pod, j0-0 (the older
+/// in task order, here the first), on n2's idle room (KAI's node order puts idle room before
+/// releasing); j0-1 stays evicted; j2 cannot come back under q1's limit. Judged unit by unit,
+/// j0-1 came after j4 (q0 then held 5: (5 + 2) / 4 = 1.75 against q1's (8 + 1) / 6 = 1.5) and
+/// j0-0 before it ((3 + 2) / 4 = 1.25); j0-1 was then put back where it ran, unneeded.
+#[test]
+fn a_victim_job_is_placed_again_once_with_every_pod_taken_from_it() {
+    let p = policy(
+        r#"
+        cluster "c" { oversubscription "allow"; min-runtime reclaim="0s" }
+        priority-class "low" value=50
+        priority-class "high" value=80
+        queue "q0" { gpu quota=4 weight=0; namespaces "q0" }
+        queue "q1" {
+            gpu quota=5 limit=6 weight=1
+            queue "q1-0" { gpu quota=0 weight=1; namespaces "q1-0" }
+            queue "q1-1" { gpu quota=0 weight=1; namespaces "q1-1" }
+        }
+        "#,
+    );
+    let low = |p: Pod| Pod {
+        priority_class: Some("low".into()),
+        ..p
+    };
+    let group = |(pods, g): (Vec<Pod>, PodGroup)| {
+        let g = PodGroup {
+            priority_class: Some("low".into()),
+            ..g
+        };
+        (pods, g)
+    };
+    let (j0, g0) = group(gang("q0", "j0", 2, 2, 1));
+    let (j2, g2) = group(gang("q1-0", "j2", 2, 4, 2));
+    let (j3, g3) = group(gang("q0", "j3", 2, 1, 2));
+    let mut pods = vec![
+        running(j0[0].clone(), "n0", 0),
+        running(j0[1].clone(), "n0", 0),
+        running(j2[0].clone(), "n0", 0),
+        running(j2[1].clone(), "n1", 0),
+        Pod {
+            priority_class: Some("high".into()),
+            ..pod("q0", "j1", 1)
+        },
+        low(pod("q1-1", "j4", 1)),
+    ];
+    pods.extend(j3);
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n0", 8), node("n1", 8), node("n2", 8)],
+        pods,
+        groups: vec![g0, g2, g3],
+    };
+    let r = cycle(&p, &s, 7200);
+    assert_eq!(gpu_fair_shares(&r), vec![4000, 6000, 5000, 1000]);
+    assert_eq!(
+        binds(&r),
+        vec![
+            ("q0/j1".to_string(), "n1".to_string()),
+            ("q0/j3-0".to_string(), "n1".to_string()),
+            ("q0/j3-1".to_string(), "n1".to_string()),
+        ]
+    );
+    assert_eq!(moved(&r), vec![("q0/j0-0".to_string(), "n2".to_string())]);
+    assert_eq!(
+        reclaimed(&r),
+        vec!["q0/j0-1", "q1-0/j2-0", "q1-0/j2-1"],
+        "{:#?}",
+        r.decisions
+    );
+    assert_eq!(
+        nominated(&r),
+        vec![("q1-1/j4".to_string(), "n1".to_string())]
+    );
 }
