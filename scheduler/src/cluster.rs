@@ -25,6 +25,10 @@ pub struct Node {
     pub unschedulable: bool,
     /// The `Ready` condition is not `True` (or is missing from a node that reports conditions).
     pub not_ready: bool,
+    /// The conditions that keep new pods off besides `Ready`: `MemoryPressure`,
+    /// `DiskPressure`, `PIDPressure` or `NetworkUnavailable` with a status other than `False`
+    /// (KAI's `scheduler_util.CheckNodeConditionPredicate`), by type, in the node's order.
+    pub pressure: Vec<String>,
     /// `spec.taints`.
     pub taints: Vec<Taint>,
     /// Every other allocatable resource (`ephemeral-storage`, `hugepages-*`, `nvidia.com/mig-*`,
@@ -32,6 +36,14 @@ pub struct Node {
     pub extended: BTreeMap<String, i64>,
     /// `status.allocatable.pods`: how many pods may run on it; `None`: not reported.
     pub max_pods: Option<u32>,
+}
+
+impl Node {
+    /// Whether new pods may go there and its resources count in fair share: not cordoned,
+    /// Ready, under no pressure condition (KAI's `scheduler_util.ValidateIsNodeReady`).
+    pub fn takes_pods(&self) -> bool {
+        !self.unschedulable && !self.not_ready && self.pressure.is_empty()
+    }
 }
 
 /// What a taint does to pods that do not tolerate it.

@@ -625,11 +625,7 @@ fn check_filters(before: &Snapshot, r: &CycleResult) -> Result<(), TestCaseError
             continue;
         };
         let node = nodes[name.as_str()];
-        prop_assert!(
-            !node.not_ready && !node.unschedulable,
-            "{} on unusable {name}",
-            pod.key()
-        );
+        prop_assert!(node.takes_pods(), "{} on unusable {name}", pod.key());
         for t in node
             .taints
             .iter()

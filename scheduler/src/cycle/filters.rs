@@ -32,6 +32,8 @@ const MIG_RESOURCE_PREFIX: &str = "nvidia.com/mig-";
 pub enum Misfit {
     /// Its `Ready` condition is not `True`.
     NotReady,
+    /// A pressure condition (`DiskPressure`, …) is not `False`.
+    Condition(String),
     /// Cordoned (`spec.unschedulable`).
     Unschedulable,
     /// A `NoSchedule` or `NoExecute` taint the pod does not tolerate.
@@ -56,6 +58,7 @@ impl Misfit {
         };
         match self {
             Misfit::NotReady => format!("{count} {is} not ready"),
+            Misfit::Condition(c) => format!("{count} {have} condition {c}"),
             Misfit::Unschedulable => format!("{count} {is} cordoned (unschedulable)"),
             Misfit::Taint(t) => {
                 format!("{count} {have} taint {t} that the pod does not tolerate")
@@ -82,6 +85,9 @@ impl Misfit {
 pub fn misfit(node: &Node, pod: &Pod) -> Option<Misfit> {
     if node.not_ready {
         return Some(Misfit::NotReady);
+    }
+    if let Some(c) = node.pressure.first() {
+        return Some(Misfit::Condition(c.clone()));
     }
     if node.unschedulable {
         return Some(Misfit::Unschedulable);

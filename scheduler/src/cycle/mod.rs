@@ -349,11 +349,7 @@ fn demand(
 fn capacity(snapshot: &Snapshot) -> Amounts {
     let mut total = Amounts::default();
     let mut usable = std::collections::HashSet::new();
-    for n in snapshot
-        .nodes
-        .iter()
-        .filter(|n| !n.unschedulable && !n.not_ready)
-    {
+    for n in snapshot.nodes.iter().filter(|n| n.takes_pods()) {
         usable.insert(n.name.as_str());
         // MIG instances count as GPUs in fair shares (KAI's `QuantifyVector`: `TotalGPUs`).
         total.gpu += n.allocatable.gpu + crate::cluster::mig_gpus(&n.extended);

@@ -165,7 +165,7 @@ impl<'s> ClusterState<'s> {
             schedulable: snapshot
                 .nodes
                 .iter()
-                .map(|n| !n.unschedulable && !n.not_ready)
+                .map(crate::cluster::Node::takes_pods)
                 .collect(),
             residents: tracked.then(|| vec![Vec::new(); snapshot.nodes.len()]),
             soft_taints: snapshot.nodes.iter().any(|n| {

@@ -40,6 +40,15 @@ fn units(text: &str, scale: i128, round: Round) -> Result<i64, String> {
     parse_rounded(text, scale, round).map_err(|e| e.to_string())
 }
 
+/// The node conditions that keep new pods off unless their status is `False` (KAI's
+/// `scheduler_util.CheckNodeConditionPredicate`; `Ready` is read apart).
+const PRESSURE_CONDITIONS: [&str; 4] = [
+    "MemoryPressure",
+    "DiskPressure",
+    "PIDPressure",
+    "NetworkUnavailable",
+];
+
 /// Resources that are not "extended": counted in [`Amounts`] or as the pod slot count.
 const BASE_RESOURCES: [&str; 4] = ["cpu", "memory", GPU_RESOURCE, "pods"];
 
@@ -74,6 +83,13 @@ pub fn read_node(node: &K8sNode) -> Result<Node, String> {
     let not_ready = status
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| !cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let pressure = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| PRESSURE_CONDITIONS.contains(&c.type_.as_str()) && c.status != "False")
+        .map(|c| c.type_.clone())
+        .collect();
     let mut taints = Vec::new();
     for (i, t) in spec
         .and_then(|s| s.taints.as_ref())
@@ -102,6 +118,7 @@ pub fn read_node(node: &K8sNode) -> Result<Node, String> {
         },
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         not_ready,
+        pressure,
         taints,
         extended,
         max_pods,
