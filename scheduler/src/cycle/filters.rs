@@ -129,15 +129,22 @@ fn is_mig(name: &str, amount: i64) -> bool {
 /// true, or, without the label, one that reports some MIG instance; only then does its
 /// `nvidia.com/mig.strategy` label count (GPU feature discovery writes one on every GPU node).
 pub fn mig(node: &Node) -> Mig {
-    let mig_node = match node.labels.get(MIG_ENABLED_LABEL) {
-        // Go's `strconv.ParseBool`; anything else is not true.
-        Some(v) => matches!(v.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"),
-        None => node.extended.iter().any(|(n, &a)| is_mig(n, a)),
-    };
+    let mig_node = mig_enabled(node);
     match node.labels.get(MIG_STRATEGY_LABEL).map(String::as_str) {
         Some("single") if mig_node => Mig::Single,
         Some("mixed") if mig_node => Mig::Mixed,
         _ => Mig::Off,
+    }
+}
+
+/// Whether MIG is on on a node (KAI's `NodeInfo.IsMIGEnabled`): its
+/// `node-role.kubernetes.io/mig-enabled` label is true, or, without the label, it reports some
+/// MIG instance.
+pub fn mig_enabled(node: &Node) -> bool {
+    match node.labels.get(MIG_ENABLED_LABEL) {
+        // Go's `strconv.ParseBool`; anything else is not true.
+        Some(v) => matches!(v.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"),
+        None => node.extended.iter().any(|(n, &a)| is_mig(n, a)),
     }
 }
 

@@ -112,6 +112,10 @@ pub struct ClusterState<'s> {
     by_gpu: BTreeSet<(u32, usize)>,
     /// Schedulable nodes by (free CPU, index): where CPU-only pods look.
     by_cpu: BTreeSet<(i64, usize)>,
+    /// Per node: it has no GPU (none allocatable, no MIG; KAI's `NodeInfo.IsCPUOnlyNode`).
+    cpu_only: Vec<bool>,
+    /// The schedulable nodes without GPUs by (free CPU, index): where CPU-only pods look first.
+    by_cpu_plain: BTreeSet<(i64, usize)>,
     /// Schedulable nodes by (free GPU thousandths, index): where fractional pods look.
     by_free_gpu: BTreeSet<(i64, usize)>,
     /// What is free on all schedulable nodes together.
@@ -178,6 +182,12 @@ impl<'s> ClusterState<'s> {
             nodes,
             by_gpu: BTreeSet::new(),
             by_cpu: BTreeSet::new(),
+            cpu_only: snapshot
+                .nodes
+                .iter()
+                .map(|n| n.allocatable.gpu <= 0 && !filters::mig_enabled(n))
+                .collect(),
+            by_cpu_plain: BTreeSet::new(),
             by_free_gpu: BTreeSet::new(),
             free_total: Amounts::default(),
             version: 0,
@@ -260,6 +270,9 @@ impl<'s> ClusterState<'s> {
         self.by_gpu.insert((n.whole, node));
         self.by_cpu.insert((n.free.cpu, node));
         self.by_free_gpu.insert((n.free.gpu, node));
+        if self.cpu_only[node] {
+            self.by_cpu_plain.insert((n.free.cpu, node));
+        }
     }
 
     /// Applies a pod to its slot's node (`sign` as [`Self::apply`]) and moves the node in the
@@ -280,6 +293,10 @@ impl<'s> ClusterState<'s> {
         if after.free.cpu != cpu {
             self.by_cpu.remove(&(cpu, node));
             self.by_cpu.insert((after.free.cpu, node));
+            if self.cpu_only[node] {
+                self.by_cpu_plain.remove(&(cpu, node));
+                self.by_cpu_plain.insert((after.free.cpu, node));
+            }
         }
         if after.free.gpu != gpu {
             self.by_free_gpu.remove(&(gpu, node));
@@ -288,7 +305,8 @@ impl<'s> ClusterState<'s> {
         debug_assert!(
             self.by_gpu.contains(&(after.whole, node))
                 && self.by_cpu.contains(&(after.free.cpu, node))
-                && self.by_free_gpu.contains(&(after.free.gpu, node)),
+                && self.by_free_gpu.contains(&(after.free.gpu, node))
+                && (!self.cpu_only[node] || self.by_cpu_plain.contains(&(after.free.cpu, node))),
             "node {node} is out of its indexes"
         );
     }
@@ -744,13 +762,17 @@ impl<'s> ClusterState<'s> {
         self.scenario.as_ref().is_none_or(|nodes| nodes[node])
     }
 
-    /// What orders candidates under a strategy: nodes with the same key are equal to it.
+    /// What orders candidates under a strategy: nodes with the same key are equal to it. For
+    /// a pod asking no GPU, a node without GPUs is never equal to one with them (see
+    /// [`Self::by_strategy`]).
     pub fn strategy_key(&self, node: usize, pod: &Pod) -> i64 {
         let n = &self.nodes[node];
         if pod.request.gpu > 0 && !pod.fractional {
             i64::from(n.whole)
         } else if pod.request.gpu > 0 {
             n.free.gpu
+        } else if !pod.asks_gpu() {
+            n.free.cpu * 2 + i64::from(!self.cpu_only[node])
         } else {
             n.free.cpu
         }
@@ -783,11 +805,26 @@ impl<'s> ClusterState<'s> {
                 Strategy::Binpack => self.with_cpu(pod, range, gpu_ok, strategy),
                 Strategy::Spread => self.with_cpu(pod, range.rev(), gpu_ok, strategy),
             }
-        } else {
+        } else if pod.asks_gpu() {
+            // MIG instances only: the CPU order, every node alike.
             let range = self.by_cpu.range((pod.request.cpu, 0)..);
             match strategy {
                 Strategy::Binpack => Box::new(range.map(|&(_, n)| n)),
                 Strategy::Spread => Box::new(range.rev().map(|&(_, n)| n)),
+            }
+        } else {
+            // KAI's `resourcetype` plugin scores a node without GPUs 10 for a pod asking none,
+            // above any strategy's score (`nodeplacement`: 0 to 9): those nodes first, then the
+            // GPU nodes, each in the strategy's order.
+            let from = (pod.request.cpu, 0);
+            let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
+            let gpu_nodes = move |&&(_, n): &&(i64, usize)| !self.cpu_only[n];
+            let node = |&(_, n): &(i64, usize)| n;
+            match strategy {
+                Strategy::Binpack => Box::new(plain.chain(all.filter(gpu_nodes)).map(node)),
+                Strategy::Spread => {
+                    Box::new(plain.rev().chain(all.rev().filter(gpu_nodes)).map(node))
+                }
             }
         }
     }

@@ -37,7 +37,9 @@ fn pod(gpu: i64, cpu: i64, fractional: bool, shared_devices: u32) -> Pod {
 
 /// What [`ClusterState::candidates`] must give: every schedulable node with the pod's CPU free
 /// and room on its GPU devices (whole devices, or devices with the share free), in strategy
-/// order (binpack: by the GPU key ascending, then index; spread: both descending).
+/// order (binpack: by the GPU key ascending, then index; spread: both descending). A pod asking
+/// no GPU takes the nodes without GPUs first, each class in strategy order (KAI's
+/// `resourcetype` plugin: its 10 points are above any strategy's 0 to 9).
 fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usize> {
     let mut found: Vec<(i64, usize)> = (0..state.len())
         .filter(|&n| state.schedulable(n) && state.admits(n, pod))
@@ -63,6 +65,10 @@ fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usiz
     found.sort_unstable();
     if strategy == Placement::Spread {
         found.reverse();
+    }
+    if pod.request.gpu == 0 {
+        // Stable: each class keeps the strategy's order.
+        found.sort_by_key(|&(_, n)| !state.nodes[n].devices.is_empty());
     }
     found.into_iter().map(|(_, n)| n).collect()
 }

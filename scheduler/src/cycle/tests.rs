@@ -711,6 +711,58 @@ fn binpack_fills_the_fullest_node_and_spread_the_emptiest() {
     );
 }
 
+/// KAI's `resourcetype` plugin gives a pod asking no GPU 10 points on a node without GPUs,
+/// more than any strategy gives (`nodeplacement`: 0 to 9), so such a pod goes to a CPU-only
+/// node whatever the CPU strategy says, and GPU nodes stay free for GPU work.
+///
+/// g1 has 8 GPUs and 64 cores, c1 no GPU and 16 cores, 10 of them held (6 free). A 1-core pod
+/// goes to c1 under binpack with g1 fuller (60 cores held, 4 free: binpack alone would take
+/// g1), and under spread with g1 emptier (1 core held, 63 free: spread alone would take g1).
+/// With c1 full, g1 takes it.
+#[test]
+fn a_pod_asking_no_gpu_goes_to_a_node_without_gpus_first() {
+    let cpu = |p: Pod, millicores: i64| Pod {
+        request: Amounts {
+            cpu: millicores,
+            ..p.request
+        },
+        ..p
+    };
+    let c1 = Node {
+        allocatable: Amounts {
+            gpu: 0,
+            cpu: 16_000,
+            memory: 512 << 30,
+        },
+        ..node("c1", 0)
+    };
+    let s = |g1_held: i64, c1_held: i64| Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("g1", 8), c1.clone()],
+        pods: vec![
+            running(cpu(pod("b", "gpu-work", 1), g1_held), "g1", 0),
+            running(cpu(pod("b", "loader", 0), c1_held), "c1", 0),
+            cpu(pod("a", "new", 0), 1_000),
+        ],
+        groups: vec![],
+    };
+    for (strategy, g1_held) in [("binpack", 60_000), ("spread", 1_000)] {
+        let p = policy(&format!(
+            "cluster \"c\" {{ placement cpu={strategy} }}\n{TWO_TEAMS}"
+        ));
+        assert_eq!(
+            binds(&cycle(&p, &s(g1_held, 10_000), 0)),
+            vec![("a/new".to_string(), "c1".to_string())],
+            "cpu={strategy}"
+        );
+        assert_eq!(
+            binds(&cycle(&p, &s(g1_held, 16_000), 0)),
+            vec![("a/new".to_string(), "g1".to_string())],
+            "cpu={strategy}, c1 full"
+        );
+    }
+}
+
 #[test]
 fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
     let p = policy(&format!(
