@@ -343,17 +343,16 @@ fn attempt(
 /// The node a pod goes to: the first in strategy order that passes every filter and the gang's
 /// placement; preferences come after the strategy (among the nodes it ranks first, the one the
 /// pod prefers, the first of those on a tie).
-fn choose(
-    state: &ClusterState,
-    pod: &Pod,
+fn choose<'c>(
+    state: &'c ClusterState,
+    pod: &'c Pod,
     plan: &Plan,
     domain: Option<&HashSet<usize>>,
     gpus_on: &HashMap<usize, i64>,
 ) -> Option<Slot> {
     let cap = plan.max_gpus_per_node.map(|c| c as i64 * 1000);
-    let feasible = |idle_only: bool| {
-        state
-            .candidates_where(pod, plan.strategy, idle_only)
+    let feasible = |nodes: Box<dyn Iterator<Item = usize> + 'c>| {
+        nodes
             .filter(|n| domain.is_none_or(|d| d.contains(n)))
             .filter(|n| {
                 cap.is_none_or(|c| gpus_on.get(n).copied().unwrap_or(0) + pod.request.gpu <= c)
@@ -371,16 +370,29 @@ fn choose(
             first
         }
     };
-    // KAI's node order puts first the nodes where the pod fits in idle room
-    // (`plugins/nodeavailability`: 1,000 points, far above any strategy's score), then the
-    // others, where it would take room still being released.
-    if state.any_releasing() {
-        let mut idle = feasible(true);
+    // KAI's node order puts first, under GPU binpack, the nodes where a shared pod fits on a
+    // device other shared pods use (`plugins/gpusharingorder`: 10,000 points); then the nodes
+    // where the pod fits in idle room (`plugins/nodeavailability`: 1,000 points, far above
+    // any strategy's score), then the others, where it would take room still being released.
+    let releasing = state.any_releasing();
+    if pod.fractional && plan.strategy == Strategy::Binpack {
+        for idle_only in [true, false] {
+            if idle_only && !releasing {
+                continue;
+            }
+            let mut sharing = feasible(state.on_used_shared_devices(pod, idle_only));
+            if let Some(first) = sharing.next() {
+                return Some(pick(first, &mut sharing));
+            }
+        }
+    }
+    if releasing {
+        let mut idle = feasible(state.candidates_where(pod, plan.strategy, true));
         if let Some(first) = idle.next() {
             return Some(pick(first, &mut idle));
         }
     }
-    let mut all = feasible(false);
+    let mut all = feasible(state.candidates_where(pod, plan.strategy, false));
     let first = all.next()?;
     Some(pick(first, &mut all))
 }

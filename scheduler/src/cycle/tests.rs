@@ -502,6 +502,40 @@ fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
     assert_eq!(b.len(), 2, "the second one goes to n2: {b:?}");
 }
 
+/// Under GPU binpack, KAI's `gpusharingorder` plugin gives 10,000 points to a node with a
+/// device other shared pods use where the pod's share is free (`NodeInfo.IsTaskFitOnGpuGroup`),
+/// far above binpack's 0 to 9: a shared pod joins a used device before it opens a new one,
+/// even on a node with more free GPU. The plugin is off under spread.
+///
+/// Binpack: n1 has 8 GPUs, one of them half used by a half-GPU pod (7.5 free); n2 has 2 empty
+/// GPUs (2 free). A half-GPU pod goes to n1 (binpack alone: n2, the fuller). With n1's device
+/// three quarters used, the half does not fit there: n2.
+/// Spread: n1 has 2 GPUs, one half used (1.5 free); n2 has 8 empty. Spread takes n2.
+#[test]
+fn a_shared_pod_joins_a_used_device_first_under_binpack() {
+    let p = |strategy: &str| {
+        policy(&format!(
+            "cluster \"c\" {{ placement gpu={strategy} }}\n{TWO_TEAMS}"
+        ))
+    };
+    let used = |gpu: i64| {
+        let mut pod = half_gpu("b", "user");
+        pod.request.gpu = gpu;
+        pod.labels.insert("runai-gpu-group".into(), "g0".into());
+        running(pod, "n1", 0)
+    };
+    let s = |n1: i64, n2: i64, held: i64| Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", n1), node("n2", n2)],
+        pods: vec![used(held), half_gpu("a", "new")],
+        groups: vec![],
+    };
+    let to = |node: &str| vec![("a/new".to_string(), node.to_string())];
+    assert_eq!(binds(&cycle(&p("binpack"), &s(8, 2, 500), 0)), to("n1"));
+    assert_eq!(binds(&cycle(&p("binpack"), &s(8, 2, 750), 0)), to("n2"));
+    assert_eq!(binds(&cycle(&p("spread"), &s(2, 8, 500), 0)), to("n2"));
+}
+
 #[test]
 fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_device() {
     let p = policy(TWO_TEAMS);
