@@ -551,7 +551,8 @@ impl Context<'_> {
         let mut released: Vec<Released> = Vec::new();
         let mut popped: Vec<Victim> = Vec::new();
         // Victims KAI's solver places again before the gang, placed as they are taken; and the
-        // pods of such victims that found no place (KAI evicts those, never tries them again).
+        // pods of such victims that found no place (evicted, unless a later unit of their job
+        // comes after the gang: then all its units go with the released ones).
         let mut early: Vec<Moved> = Vec::new();
         let mut early_failed: Vec<Released> = Vec::new();
         // Nodes victims freed room on since the gang last failed to be placed; `None` until it
@@ -612,11 +613,14 @@ impl Context<'_> {
                 released.push((victim, freed));
             } else {
                 // The job's units placed before the gang until now come after it too, in the
-                // order they were taken.
+                // order they were taken (a unit merged from several, at its first one's place).
                 released.extend(units);
                 released.push((victim, freed));
-                released
-                    .sort_by_key(|(v, _)| popped.iter().position(|u| u.pods.contains(&v.pods[0])));
+                released.sort_by_key(|(v, _)| {
+                    popped
+                        .iter()
+                        .position(|u| v.pods.iter().any(|p| u.pods.contains(p)))
+                });
             }
             // Limits and non-preemptible quota are judged now, with the victims gone: allocate
             // has placed other jobs since this one was first admitted.

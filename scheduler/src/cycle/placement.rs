@@ -375,26 +375,23 @@ fn choose<'c>(
     // where the pod fits in idle room (`plugins/nodeavailability`: 1,000 points, far above
     // any strategy's score), then the others, where it would take room still being released.
     let releasing = state.any_releasing();
-    if pod.fractional && plan.strategy == Strategy::Binpack {
-        for idle_only in [true, false] {
-            if idle_only && !releasing {
-                continue;
-            }
-            let mut sharing = feasible(state.on_used_shared_devices(pod, idle_only));
-            if let Some(first) = sharing.next() {
-                return Some(pick(first, &mut sharing));
-            }
+    let sharing = pod.fractional && plan.strategy == Strategy::Binpack;
+    // Each pass: only nodes with a used shared device?, only idle room? In their points order.
+    for (shared, idle_only) in [(true, true), (true, false), (false, true), (false, false)] {
+        if (shared && !sharing) || (idle_only && !releasing) {
+            continue;
+        }
+        let nodes = if shared {
+            state.on_used_shared_devices(pod, idle_only)
+        } else {
+            state.candidates_where(pod, plan.strategy, idle_only)
+        };
+        let mut found = feasible(nodes);
+        if let Some(first) = found.next() {
+            return Some(pick(first, &mut found));
         }
     }
-    if releasing {
-        let mut idle = feasible(state.candidates_where(pod, plan.strategy, true));
-        if let Some(first) = idle.next() {
-            return Some(pick(first, &mut idle));
-        }
-    }
-    let mut all = feasible(state.candidates_where(pod, plan.strategy, false));
-    let first = all.next()?;
-    Some(pick(first, &mut all))
+    None
 }
 
 /// Among `first` and the slots after it that the strategy ranks equal to it, the one the pod

@@ -66,10 +66,32 @@ fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usiz
     if strategy == Placement::Spread {
         found.reverse();
     }
-    if pod.request.gpu == 0 {
+    if !pod.asks_gpu() {
         // Stable: each class keeps the strategy's order.
-        found.sort_by_key(|&(_, n)| !state.nodes[n].devices.is_empty());
+        found.sort_by_key(|&(_, n)| !state.cpu_only[n]);
     }
+    found.into_iter().map(|(_, n)| n).collect()
+}
+
+/// What [`ClusterState::on_used_shared_devices`] must give a shared pod: every schedulable node
+/// with the pod's CPU free and a device some shared pod uses (neither empty nor full) with the
+/// pod's share free, by free GPU ascending, then index.
+fn sharing_by_the_rule(state: &ClusterState, pod: &Pod) -> Vec<usize> {
+    let share = pod.share_per_device();
+    let mut found: Vec<(i64, usize)> = (0..state.len())
+        .filter(|&n| state.schedulable(n) && state.admits(n, pod))
+        .filter(|&n| {
+            let free = &state.nodes[n];
+            free.free.cpu >= pod.request.cpu
+                && free.free.gpu >= pod.request.gpu
+                && free
+                    .devices
+                    .iter()
+                    .any(|&f| f > 0 && f < DEVICE && f >= share)
+        })
+        .map(|n| (state.nodes[n].free.gpu, n))
+        .collect();
+    found.sort_unstable();
     found.into_iter().map(|(_, n)| n).collect()
 }
 
@@ -128,5 +150,31 @@ proptest! {
         let strategy = if spread { Placement::Spread } else { Placement::Binpack };
         let got: Vec<usize> = state.candidates(&pod, strategy).collect();
         prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
+    }
+
+    /// The nodes with a used shared device a shared pod fits on, kept in their own index as
+    /// pods come and go, are the rule's nodes in the rule's order.
+    #[test]
+    fn used_shared_devices_come_in_binpack_order(
+        snapshot in cluster(),
+        quarters in 1i64..=3,
+        cores in 0i64..=12,
+    ) {
+        let (mut state, slots) = ClusterState::new(&snapshot);
+        let pod = pod(250 * quarters, cores * 1000, true, 1);
+        let got: Vec<usize> = state.on_used_shared_devices(&pod, false).collect();
+        prop_assert_eq!(got, sharing_by_the_rule(&state, &pod));
+        // Every third bound pod leaves; then the first of them comes back.
+        let leaving: Vec<usize> = (0..snapshot.pods.len())
+            .filter(|&p| p % 3 == 0 && slots[p].is_some())
+            .collect();
+        for &p in &leaving {
+            state.release(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
+        }
+        if let Some(&p) = leaving.first() {
+            state.take(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
+        }
+        let got: Vec<usize> = state.on_used_shared_devices(&pod, false).collect();
+        prop_assert_eq!(got, sharing_by_the_rule(&state, &pod));
     }
 }
