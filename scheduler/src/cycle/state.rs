@@ -783,9 +783,9 @@ impl<'s> ClusterState<'s> {
 
     /// Among the nodes [`Self::candidates_where`] gives for a shared pod (a superset: the
     /// caller checks the devices), those with a device some other shared pod uses with the
-    /// pod's share free, in binpack order: KAI's
-    /// `gpusharingorder` plugin (on under GPU binpack) scores them 10,000, above idle room's
-    /// 1,000 and any strategy's 9 (`NodeInfo.IsTaskFitOnGpuGroup`).
+    /// pod's share free, in binpack order: KAI's `gpusharingorder` plugin (on under GPU
+    /// binpack) scores them 10,000, above idle room's 1,000 and any strategy's 9
+    /// (`NodeInfo.IsTaskFitOnGpuGroup`).
     pub fn on_used_shared_devices<'c>(
         &'c self,
         pod: &'c Pod,
