@@ -432,7 +432,7 @@ impl Context<'_> {
 
     /// The leaf whose head job goes next: at each level, the child whose best job comes first
     /// in KAI's queue order. `init` holds each job's init resources.
-    fn best(
+    pub(crate) fn best(
         &self,
         siblings: &[usize],
         queues: &[VecDeque<usize>],

@@ -25,7 +25,6 @@ impl Context<'_> {
         if placement.gpu == Strategy::Spread || placement.cpu == Strategy::Spread {
             return unplaced;
         }
-        let mut still = Vec::new();
         // KAI's victims queue (`utils.GetVictimsQueue`): movable jobs in reversed job order,
         // the lowest priority and newest first, worked out once for the pass.
         let mut victims: Vec<usize> = (0..self.jobs.len())
@@ -33,27 +32,25 @@ impl Context<'_> {
             .collect();
         victims.sort_by_cached_key(|&v| std::cmp::Reverse(self.job_order(v)));
         let mut failed = super::evict::FailedJobs::default();
-        for u in unplaced {
+        self.in_queue_order(unplaced, |cx, u| {
             // KAI consolidates only for preemptible pending jobs (`FilterNonPreemptible`) past
             // their preemption delay (reclaim and preempt give the delay as the reason), and
             // skips a job no easier than one it already failed for (`smallestFailedJobs`).
-            let Ok(leaf) = self.jobs[u.job].queue else {
-                still.push(u);
-                continue;
+            let Ok(leaf) = cx.jobs[u.job].queue else {
+                return Some(u);
             };
-            if !self.jobs[u.job].preemptible
-                || self.within_preemption_delay(u.job).is_some()
-                || !failed.easier(self, u.job, leaf)
+            if !cx.jobs[u.job].preemptible
+                || cx.within_preemption_delay(u.job).is_some()
+                || !failed.easier(cx, u.job, leaf)
             {
-                still.push(u);
-                continue;
+                return Some(u);
             }
-            if !self.try_consolidate(u.job, &victims) {
-                failed.record(self, u.job, leaf);
-                still.push(u);
+            if cx.try_consolidate(u.job, &victims) {
+                return None;
             }
-        }
-        still
+            failed.record(cx, u.job, leaf);
+            Some(u)
+        })
     }
 
     /// Moves the first of `victims` (in order) that it takes for the gang to fit, if every pod

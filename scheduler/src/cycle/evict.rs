@@ -153,7 +153,6 @@ impl Context<'_> {
     /// Preempt pass: for each job still unplaced, evict lower-priority jobs of its own queue.
     /// Returns the jobs it could not help.
     pub fn preempt(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
-        let mut still = Vec::new();
         let mut failed = FailedJobs::default();
         // Preempt only looks inside a queue: its jobs, listed once.
         let mut by_queue: Vec<Vec<usize>> = vec![Vec::new(); self.policy.queues.len()];
@@ -162,34 +161,32 @@ impl Context<'_> {
                 by_queue[q].push(j);
             }
         }
-        for mut u in unplaced {
-            let Ok(leaf) = self.jobs[u.job].queue else {
-                continue;
+        self.in_queue_order(unplaced, |cx, mut u| {
+            let Ok(leaf) = cx.jobs[u.job].queue else {
+                return None;
             };
-            if let Some(reason) = self.within_preemption_delay(u.job) {
+            if let Some(reason) = cx.within_preemption_delay(u.job) {
                 u.reason = reason;
-                still.push(u);
-                continue;
+                return Some(u);
             }
-            if !failed.easier(self, u.job, leaf) {
-                still.push(u);
-                continue;
+            if !failed.easier(cx, u.job, leaf) {
+                return Some(u);
             }
             let mates = &by_queue[leaf];
-            if !self.try_preempt(u.job, leaf, mates, true) {
-                failed.record(self, u.job, leaf);
-                let min = self.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
-                if let Some(reason) = self.min_runtime_blocks(
-                    "preempt",
-                    |cx| cx.try_preempt(u.job, leaf, mates, false),
-                    |_, _| min,
-                ) {
-                    u.reason = reason;
-                }
-                still.push(u);
+            if cx.try_preempt(u.job, leaf, mates, true) {
+                return None;
             }
-        }
-        still
+            failed.record(cx, u.job, leaf);
+            let min = cx.policy.queues[leaf].min_runtime.preempt.map(|d| d.0);
+            if let Some(reason) = cx.min_runtime_blocks(
+                "preempt",
+                |cx| cx.try_preempt(u.job, leaf, mates, false),
+                |_, _| min,
+            ) {
+                u.reason = reason;
+            }
+            Some(u)
+        })
     }
 
     /// One preempt attempt for a job; `honour_min_runtime: false` is the dry run that finds out

@@ -12,6 +12,7 @@ mod filters;
 mod gang;
 mod jobs;
 mod kai;
+mod pending;
 mod placement;
 mod reclaim;
 mod state;

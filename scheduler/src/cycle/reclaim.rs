@@ -133,37 +133,35 @@ impl Context<'_> {
     /// Reclaim pass: for each job still unplaced, evict from other queues as KAI allows.
     /// Returns the jobs it could not help.
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
-        let mut still = Vec::new();
         // Jobs that could be victims at all: preemptible, running (re-checked as victims go).
         let pool = self.victim_pool();
         let mut known = KnownHeads::default();
         let mut failed = super::evict::FailedJobs::default();
-        for mut u in unplaced {
-            let Ok(leaf) = self.jobs[u.job].queue else {
-                continue;
+        self.in_queue_order(unplaced, |cx, mut u| {
+            let Ok(leaf) = cx.jobs[u.job].queue else {
+                return None;
             };
-            if let Some(reason) = self.within_preemption_delay(u.job) {
+            if let Some(reason) = cx.within_preemption_delay(u.job) {
                 u.reason = reason;
-                still.push(u);
-                continue;
+                return Some(u);
             }
-            let pending = self.gang_core(u.job);
-            let request = quantities(&request_of(self.snapshot, &pending));
+            let pending = cx.gang_core(u.job);
+            let request = quantities(&request_of(cx.snapshot, &pending));
             if pending.is_empty()
-                || !self.can_reclaim(u.job, leaf, &request)
-                || !failed.easier(self, u.job, leaf)
+                || !cx.can_reclaim(u.job, leaf, &request)
+                || !failed.easier(cx, u.job, leaf)
             {
-                still.push(u);
-                continue;
+                return Some(u);
             }
             let (done, protected_left_out) =
-                self.try_reclaim(u.job, leaf, &request, &pool, true, &mut known);
-            if !done {
-                failed.record(self, u.job, leaf);
+                cx.try_reclaim(u.job, leaf, &request, &pool, true, &mut known);
+            if done {
+                return None;
             }
-            if !done && protected_left_out {
+            failed.record(cx, u.job, leaf);
+            if protected_left_out {
                 // Would it have worked but for min-runtimes? Then that is the reason to give.
-                if let Some(reason) = self.min_runtime_blocks(
+                if let Some(reason) = cx.min_runtime_blocks(
                     "reclaim",
                     |cx| {
                         cx.try_reclaim(u.job, leaf, &request, &pool, false, &mut known)
@@ -177,11 +175,8 @@ impl Context<'_> {
                     u.reason = reason;
                 }
             }
-            if !done {
-                still.push(u);
-            }
-        }
-        still
+            Some(u)
+        })
     }
 
     /// One reclaim attempt for a job, with victims from `pool`; `honour_min_runtime: false` is

@@ -1103,3 +1103,56 @@ fn a_victim_job_is_placed_again_once_with_every_pod_taken_from_it() {
         vec![("q1-1/j4".to_string(), "n1".to_string())]
     );
 }
+
+/// KAI's reclaim takes the jobs allocate left waiting in its queue order afresh, on the
+/// allocation allocate left (`reclaim.go: Execute` builds its own `JobsOrderByQueues`), not in
+/// the order allocate tried them.
+///
+/// One 8-GPU node, all of it used: C runs seven 1-GPU jobs, five of them inside C's reclaim
+/// min-runtime; A's a2 (1 GPU) takes the last GPU in allocate. A, B and C have no quota and
+/// weight 1; requests A 3 (a1 2, a2 1), B 2, C 7: fair shares A 3, B 2, C 3. Allocate tries a1
+/// first (with it A would hold 2 of 3, 0.67, against B's 2 of 2, 1.0) and it does not fit;
+/// then a2, which fits; then b1, which does not. In reclaim, with a2 placed, A with a1 would
+/// hold (1 + 2) / 3 = 1.0, as B with b1 (0 + 2) / 2 = 1.0: a tie; without the job, B holds 0
+/// against A's 1/3, so B goes first. b1 takes C's two unprotected jobs; a1 then finds only
+/// protected ones and waits, told why.
+#[test]
+fn reclaim_tries_the_waiting_jobs_in_the_queue_order_allocate_left() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=0 weight=1; namespaces "a" }
+        queue "b" { gpu quota=0 weight=1; namespaces "b" }
+        queue "c" { gpu quota=0 weight=1; namespaces "c"; min-runtime reclaim="1h" }
+        "#,
+    );
+    let mut pods = vec![
+        created(pod("a", "a1", 2), 10),
+        created(pod("a", "a2", 1), 20),
+        created(pod("b", "b1", 2), 30),
+    ];
+    for i in 0..7 {
+        // c0 and c1 started two hours before the cycle, the others ten minutes before.
+        let started = if i < 2 { 0 } else { 6600 };
+        pods.push(running(
+            created(pod("c", &format!("c{i}"), 1), started),
+            "n",
+            started,
+        ));
+    }
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n", 8)],
+        pods,
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 7200);
+    assert_eq!(gpu_fair_shares(&r), vec![3000, 2000, 3000]);
+    assert_eq!(binds(&r), vec![("a/a2".to_string(), "n".to_string())]);
+    assert_eq!(reclaimed(&r), vec!["c/c1", "c/c0"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("b/b1".to_string(), "n".to_string())]);
+    assert!(
+        matches!(pending_reason(&r, "a/a1"), Reason::MinRuntime { .. }),
+        "{:?}",
+        pending_reason(&r, "a/a1")
+    );
+}

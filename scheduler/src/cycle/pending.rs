@@ -1,0 +1,158 @@
+//! The order in which reclaim, preempt and consolidation try the jobs allocate left waiting:
+//! KAI's queue order taken afresh on the allocation as it stands, re-ranked as attempts
+//! succeed (each action builds its own `utils.JobsOrderByQueues` after allocate and pops it:
+//! `reclaim.go`, `preempt.go`, `consolidation.go: Execute`).
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+
+use super::allocate::{Context, Unplaced};
+use super::kai::{Quantities, quantities};
+
+/// The waiting jobs by leaf, each leaf's in job order, with what [`Context::best`] needs to
+/// find the next one: how many jobs wait under each queue, each parent's best leaf and each
+/// job's init resources.
+struct Order {
+    queues: Vec<VecDeque<usize>>,
+    waiting: Vec<usize>,
+    best_leaf: Vec<Option<usize>>,
+    init: Vec<Quantities>,
+    roots: Vec<usize>,
+}
+
+impl Context<'_> {
+    /// Runs `attempt` on each of `unplaced` in KAI's queue order, taken afresh on the
+    /// allocation as it stands and re-ranked after every attempt that changed a queue's
+    /// allocation; a job without a queue first, as it came. Returns what `attempt` gives back
+    /// (the jobs still waiting, with their reasons) in the order `unplaced` had: the order
+    /// allocate tried them, in which their pending decisions are written.
+    pub(crate) fn in_queue_order(
+        &mut self,
+        unplaced: Vec<Unplaced>,
+        mut attempt: impl FnMut(&mut Self, Unplaced) -> Option<Unplaced>,
+    ) -> Vec<Unplaced> {
+        let mut still: Vec<(usize, Unplaced)> = Vec::new();
+        let mut entries: Vec<Option<Unplaced>> = Vec::with_capacity(unplaced.len());
+        let mut at: FxHashMap<usize, usize> = FxHashMap::default();
+        for (i, u) in unplaced.into_iter().enumerate() {
+            if self.jobs[u.job].queue.is_err() {
+                still.extend(attempt(self, u).map(|u| (i, u)));
+                entries.push(None);
+            } else {
+                at.insert(u.job, i);
+                entries.push(Some(u));
+            }
+        }
+        let mut order = self.order_of(entries.iter().flatten().map(|u| u.job));
+        while let Some(job) = self.pop_next(&mut order) {
+            let i = at[&job];
+            let Some(u) = entries[i].take() else { continue };
+            let before = self.used.all.clone();
+            still.extend(attempt(self, u).map(|u| (i, u)));
+            if before != self.used.all {
+                let changed: Vec<usize> = (0..before.len())
+                    .filter(|&q| before[q] != self.used.all[q])
+                    .collect();
+                self.rerank(&mut order, &changed);
+            }
+        }
+        still.sort_by_key(|(i, _)| *i);
+        still.into_iter().map(|(_, u)| u).collect()
+    }
+
+    /// The order of `jobs` (each with a leaf queue), ready to pop.
+    fn order_of(&self, jobs: impl Iterator<Item = usize>) -> Order {
+        let n = self.policy.queues.len();
+        let mut lists: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut init = vec![Quantities::default(); self.jobs.len()];
+        for j in jobs {
+            if let Ok(q) = self.jobs[j].queue {
+                lists[q].push(j);
+                init[j] = quantities(&self.init_request(j));
+            }
+        }
+        let queues: Vec<VecDeque<usize>> = lists
+            .into_iter()
+            .map(|mut l| {
+                l.sort_by_cached_key(|&j| self.job_order(j));
+                l.into()
+            })
+            .collect();
+        let mut waiting = vec![0usize; n];
+        for (q, list) in queues.iter().enumerate() {
+            let mut up = Some(q);
+            while let Some(a) = up {
+                waiting[a] += list.len();
+                up = self.policy.queues[a].parent;
+            }
+        }
+        let mut order = Order {
+            queues,
+            waiting,
+            best_leaf: vec![None; n],
+            init,
+            roots: (0..n)
+                .filter(|&q| self.policy.queues[q].parent.is_none())
+                .collect(),
+        };
+        // A parent comes before its children in the policy's order: from the last up, each
+        // parent's children are ranked before it.
+        let parents: Vec<usize> = (0..n).rev().collect();
+        self.rank_parents(&mut order, &parents);
+        order
+    }
+
+    /// The next job, taken off its leaf; the ranks on its way up are brought up to date.
+    fn pop_next(&self, order: &mut Order) -> Option<usize> {
+        let leaf = self.best(
+            &order.roots,
+            &order.queues,
+            &order.waiting,
+            &order.best_leaf,
+            &order.init,
+        )?;
+        let job = order.queues[leaf].pop_front()?;
+        let mut up = Some(leaf);
+        let mut path = Vec::new();
+        while let Some(a) = up {
+            order.waiting[a] -= 1;
+            path.push(a);
+            up = self.policy.queues[a].parent;
+        }
+        self.rank_parents(order, &path);
+        Some(job)
+    }
+
+    /// Ranks again the parents among `changed` (queues whose allocation changed) and every
+    /// parent above them, children first.
+    fn rerank(&self, order: &mut Order, changed: &[usize]) {
+        let mut parents: Vec<usize> = Vec::new();
+        for &q in changed {
+            let mut up = Some(q);
+            while let Some(a) = up {
+                parents.push(a);
+                up = self.policy.queues[a].parent;
+            }
+        }
+        parents.sort_unstable_by(|a, b| b.cmp(a));
+        parents.dedup();
+        self.rank_parents(order, &parents);
+    }
+
+    /// Each parent's best leaf among `queues` (children before parents).
+    fn rank_parents(&self, order: &mut Order, queues: &[usize]) {
+        for &q in queues {
+            if self.policy.queues[q].is_leaf() {
+                continue;
+            }
+            order.best_leaf[q] = self.best(
+                &self.policy.queues[q].children,
+                &order.queues,
+                &order.waiting,
+                &order.best_leaf,
+                &order.init,
+            );
+        }
+    }
+}
