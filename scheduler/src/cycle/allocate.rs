@@ -12,7 +12,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 use super::QueueUse;
 use super::gang::PodState;
 use super::jobs::{Job, request_of, sum_requests};
-use super::kai::{OrderKey, Quantities, Side, compare_keys, quantities};
+use super::kai::{OrderKey, Quantities, Side, compare_keys};
 use super::placement::{Plan, place_gang};
 use super::state::{ClusterState, DEVICE, Slot};
 use crate::cluster::{Amounts, Snapshot, Time};
@@ -296,8 +296,7 @@ impl Context<'_> {
 
     /// Runs allocate; returns the jobs that did not fit, in the order they were tried.
     pub fn allocate(&mut self) -> Vec<Unplaced> {
-        let n = self.policy.queues.len();
-        let mut lists: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut waiting = Vec::new();
         for j in 0..self.jobs.len() {
             self.tell_stray(j);
             let job = &self.jobs[j];
@@ -305,13 +304,10 @@ impl Context<'_> {
             if pending.is_empty() {
                 continue;
             }
-            let q = match &job.queue {
-                Ok(q) => *q,
-                Err(reason) => {
-                    self.pending_decision(j, reason.clone());
-                    continue;
-                }
-            };
+            if let Err(reason) = &job.queue {
+                self.pending_decision(j, reason.clone());
+                continue;
+            }
             if let Some(name) = &job.unknown_priority_class {
                 self.pending_decision(j, Reason::UnknownPriorityClass { name: name.clone() });
                 continue;
@@ -320,55 +316,15 @@ impl Context<'_> {
                 self.pending_decision(j, reason);
                 continue;
             }
-            lists[q].push(j);
+            waiting.push(j);
         }
-        let mut queues: Vec<VecDeque<usize>> = lists
-            .into_iter()
-            .map(|mut l| {
-                l.sort_by_cached_key(|&j| self.job_order(j));
-                l.into()
-            })
-            .collect();
-        let mut waiting = vec![0usize; n];
-        for (q, list) in queues.iter().enumerate() {
-            let mut at = Some(q);
-            while let Some(a) = at {
-                waiting[a] += list.len();
-                at = self.policy.queues[a].parent;
-            }
-        }
-        let roots: Vec<usize> = (0..n)
-            .filter(|&q| self.policy.queues[q].parent.is_none())
-            .collect();
-        let mut placed_in = vec![0usize; n];
+        let mut placed_in = vec![0usize; self.policy.queues.len()];
         let mut unplaced = Vec::new();
-        // Each parent's best leaf, cached; only the ancestors of the leaf that was served change.
-        let mut best_leaf: Vec<Option<usize>> = vec![None; n];
-        // Each waiting job's init resources; only the job just tried changes.
-        let mut init: Vec<Quantities> = vec![Quantities::default(); self.jobs.len()];
-        for &j in queues.iter().flatten() {
-            init[j] = quantities(&self.init_request(j));
-        }
-        for q in (0..n).rev() {
-            if !self.policy.queues[q].is_leaf() {
-                best_leaf[q] = self.best(
-                    &self.policy.queues[q].children,
-                    &queues,
-                    &waiting,
-                    &best_leaf,
-                    &init,
-                );
-            }
-        }
-        while let Some(leaf) = self.best(&roots, &queues, &waiting, &best_leaf, &init) {
-            let Some(j) = queues[leaf].pop_front() else {
-                break;
+        let mut order = self.order_of(waiting.into_iter());
+        while let Some(j) = self.pop_next(&mut order) {
+            let Ok(leaf) = self.jobs[j].queue else {
+                continue;
             };
-            let mut at = Some(leaf);
-            while let Some(a) = at {
-                waiting[a] -= 1;
-                at = self.policy.queues[a].parent;
-            }
             let started = self.active_count(j) > 0;
             let outcome = if self.place {
                 self.try_job(j, leaf)
@@ -378,30 +334,13 @@ impl Context<'_> {
                     found: Vec::new(),
                 })
             };
-            init[j] = quantities(&self.init_request(j));
+            self.renew_init(&mut order, j);
             // KAI's allocate re-queues a job that still has pods to place: its next pod competes
             // again, one pod per turn, against every other job in the queue order.
             if outcome.is_ok() && !self.pending(j).is_empty() {
-                let key = self.job_order(j);
-                let at = queues[leaf].partition_point(|&o| self.job_order(o) <= key);
-                queues[leaf].insert(at, j);
-                let mut up = Some(leaf);
-                while let Some(a) = up {
-                    waiting[a] += 1;
-                    up = self.policy.queues[a].parent;
-                }
+                self.requeue(&mut order, j, leaf);
             }
-            let mut at = self.policy.queues[leaf].parent;
-            while let Some(a) = at {
-                best_leaf[a] = self.best(
-                    &self.policy.queues[a].children,
-                    &queues,
-                    &waiting,
-                    &best_leaf,
-                    &init,
-                );
-                at = self.policy.queues[a].parent;
-            }
+            self.rerank(&mut order, &[leaf]);
             match outcome {
                 Ok(()) if !started => placed_in[leaf] += 1,
                 Ok(()) => {}

@@ -13,7 +13,7 @@ use super::kai::{Quantities, quantities};
 /// The waiting jobs by leaf, each leaf's in job order, with what [`Context::best`] needs to
 /// find the next one: how many jobs wait under each queue, each parent's best leaf and each
 /// job's init resources.
-struct Order {
+pub(crate) struct Order {
     queues: Vec<VecDeque<usize>>,
     waiting: Vec<usize>,
     best_leaf: Vec<Option<usize>>,
@@ -50,19 +50,18 @@ impl Context<'_> {
             let Some(u) = entries[i].take() else { continue };
             let before = self.used.all.clone();
             still.extend(attempt(self, u).map(|u| (i, u)));
-            if before != self.used.all {
-                let changed: Vec<usize> = (0..before.len())
-                    .filter(|&q| before[q] != self.used.all[q])
-                    .collect();
-                self.rerank(&mut order, &changed);
-            }
+            let mut changed: Vec<usize> = (0..before.len())
+                .filter(|&q| before[q] != self.used.all[q])
+                .collect();
+            changed.extend(self.jobs[job].queue.as_ref().ok());
+            self.rerank(&mut order, &changed);
         }
         still.sort_by_key(|(i, _)| *i);
         still.into_iter().map(|(_, u)| u).collect()
     }
 
     /// The order of `jobs` (each with a leaf queue), ready to pop.
-    fn order_of(&self, jobs: impl Iterator<Item = usize>) -> Order {
+    pub(crate) fn order_of(&self, jobs: impl Iterator<Item = usize>) -> Order {
         let n = self.policy.queues.len();
         let mut lists: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut init = vec![Quantities::default(); self.jobs.len()];
@@ -103,8 +102,9 @@ impl Context<'_> {
         order
     }
 
-    /// The next job, taken off its leaf; the ranks on its way up are brought up to date.
-    fn pop_next(&self, order: &mut Order) -> Option<usize> {
+    /// The next job, taken off its leaf. The ranks on its way up are left as they were: the
+    /// caller ranks them again ([`Self::rerank`] with its leaf) once it has tried the job.
+    pub(crate) fn pop_next(&self, order: &mut Order) -> Option<usize> {
         let leaf = self.best(
             &order.roots,
             &order.queues,
@@ -114,19 +114,34 @@ impl Context<'_> {
         )?;
         let job = order.queues[leaf].pop_front()?;
         let mut up = Some(leaf);
-        let mut path = Vec::new();
         while let Some(a) = up {
             order.waiting[a] -= 1;
-            path.push(a);
             up = self.policy.queues[a].parent;
         }
-        self.rank_parents(order, &path);
         Some(job)
     }
 
-    /// Ranks again the parents among `changed` (queues whose allocation changed) and every
-    /// parent above them, children first.
-    fn rerank(&self, order: &mut Order, changed: &[usize]) {
+    /// Puts a job back into its leaf `leaf`, at its place in job order, with its init
+    /// resources as they are now (KAI's allocate pushes a job with pods left to place).
+    pub(crate) fn requeue(&self, order: &mut Order, job: usize, leaf: usize) {
+        let key = self.job_order(job);
+        let at = order.queues[leaf].partition_point(|&o| self.job_order(o) <= key);
+        order.queues[leaf].insert(at, job);
+        let mut up = Some(leaf);
+        while let Some(a) = up {
+            order.waiting[a] += 1;
+            up = self.policy.queues[a].parent;
+        }
+    }
+
+    /// Sets a job's init resources anew (after it was tried: what it asks next).
+    pub(crate) fn renew_init(&self, order: &mut Order, job: usize) {
+        order.init[job] = quantities(&self.init_request(job));
+    }
+
+    /// Ranks again the parents among `changed` (queues whose allocation or waiting jobs
+    /// changed) and every parent above them, children first.
+    pub(crate) fn rerank(&self, order: &mut Order, changed: &[usize]) {
         let mut parents: Vec<usize> = Vec::new();
         for &q in changed {
             let mut up = Some(q);
