@@ -1,7 +1,9 @@
-//! The order in which reclaim, preempt and consolidation try the jobs allocate left waiting:
-//! KAI's queue order taken afresh on the allocation as it stands, re-ranked as attempts
-//! succeed (each action builds its own `utils.JobsOrderByQueues` after allocate and pops it:
-//! `reclaim.go`, `preempt.go`, `consolidation.go: Execute`).
+//! The order in which the actions try waiting jobs, KAI's `utils.JobsOrderByQueues`: at each
+//! level of the queue tree the child whose best job comes first in the queue order, each
+//! leaf's jobs in job order, ranked again as allocations change. Allocate pops every waiting
+//! job from it; consolidation, reclaim and preempt each build their own afresh over the jobs
+//! allocate left waiting for room, as KAI's actions do (`consolidation.go`, `reclaim.go`,
+//! `preempt.go: Execute`).
 
 use std::collections::VecDeque;
 
