@@ -3,7 +3,6 @@
 //! use in-quota resources; otherwise idle resources are usable (fair share orders, not caps).
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::VecDeque;
 
 use kai_policy_compiler::fairshare::FairShares;
 use kai_policy_compiler::model::{Bound, Policy, Strategy};
@@ -12,7 +11,6 @@ use kai_policy_compiler::quantity::ResourceKind;
 use super::QueueUse;
 use super::gang::PodState;
 use super::jobs::{Job, request_of, sum_requests};
-use super::kai::{OrderKey, Quantities, Side, compare_keys};
 use super::placement::{Plan, place_gang};
 use super::state::{ClusterState, DEVICE, Slot};
 use crate::cluster::{Amounts, Snapshot, Time};
@@ -367,38 +365,6 @@ impl Context<'_> {
             }
         }
         unplaced
-    }
-
-    /// The leaf whose head job goes next: at each level, the child whose best job comes first
-    /// in KAI's queue order. `init` holds each job's init resources.
-    pub(crate) fn best(
-        &self,
-        siblings: &[usize],
-        queues: &[VecDeque<usize>],
-        waiting: &[usize],
-        best_leaf: &[Option<usize>],
-        init: &[Quantities],
-    ) -> Option<usize> {
-        let mut best: Option<(OrderKey, usize)> = None;
-        for &c in siblings.iter().filter(|&&c| waiting[c] > 0) {
-            let queue = &self.policy.queues[c];
-            let leaf = if queue.is_leaf() { c } else { best_leaf[c]? };
-            let Some(&job) = queues[leaf].front() else {
-                continue;
-            };
-            let key = self.order_key(&Side {
-                queue: c,
-                job: init[job],
-                victims: Quantities::default(),
-            });
-            if best
-                .as_ref()
-                .is_none_or(|(b, _)| compare_keys(&key, b) == Ordering::Less)
-            {
-                best = Some((key, leaf));
-            }
-        }
-        best.map(|(_, leaf)| leaf)
     }
 
     /// KAI's job order inside a leaf queue (the priority and elastic plugins' `JobOrderFn`, then

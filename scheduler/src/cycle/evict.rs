@@ -587,14 +587,7 @@ impl Context<'_> {
                 units.push(unit);
             }
             if before {
-                let mut i = 0;
-                while i < released.len() {
-                    if released[i].0.job == victim.job {
-                        units.push(released.remove(i));
-                    } else {
-                        i += 1;
-                    }
-                }
+                units.extend(released.extract_if(.., |(v, _)| v.job == victim.job));
                 units.push((victim, freed));
                 // Marked moved, even back on its own node, so this attempt does not take those
                 // pods again.

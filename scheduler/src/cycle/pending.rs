@@ -5,16 +5,17 @@
 //! allocate left waiting for room, as KAI's actions do (`consolidation.go`, `reclaim.go`,
 //! `preempt.go: Execute`).
 
+use std::cmp::Ordering;
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
 use super::allocate::{Context, Unplaced};
-use super::kai::{Quantities, quantities};
+use super::kai::{OrderKey, Quantities, Side, compare_keys, quantities};
 
-/// The waiting jobs by leaf, each leaf's in job order, with what [`Context::best`] needs to
-/// find the next one: how many jobs wait under each queue, each parent's best leaf and each
-/// job's init resources.
+/// The waiting jobs by leaf, each leaf's in job order, with what it takes to find the next one
+/// ([`Context::best`]): how many jobs wait under each queue, each parent's best leaf (kept;
+/// only the parents above a change are ranked again) and each job's init resources.
 pub(crate) struct Order {
     queues: Vec<VecDeque<usize>>,
     waiting: Vec<usize>,
@@ -107,13 +108,7 @@ impl Context<'_> {
     /// The next job, taken off its leaf. The ranks on its way up are left as they were: the
     /// caller ranks them again ([`Self::rerank`] with its leaf) once it has tried the job.
     pub(crate) fn pop_next(&self, order: &mut Order) -> Option<usize> {
-        let leaf = self.best(
-            &order.roots,
-            &order.queues,
-            &order.waiting,
-            &order.best_leaf,
-            &order.init,
-        )?;
+        let leaf = self.best(&order.roots, order)?;
         let job = order.queues[leaf].pop_front()?;
         let mut up = Some(leaf);
         while let Some(a) = up {
@@ -163,13 +158,36 @@ impl Context<'_> {
             if self.policy.queues[q].is_leaf() {
                 continue;
             }
-            order.best_leaf[q] = self.best(
-                &self.policy.queues[q].children,
-                &order.queues,
-                &order.waiting,
-                &order.best_leaf,
-                &order.init,
-            );
+            order.best_leaf[q] = self.best(&self.policy.queues[q].children, order);
         }
+    }
+
+    /// The leaf whose head job goes next among `siblings`: at each level, the child whose best
+    /// job comes first in KAI's queue order.
+    fn best(&self, siblings: &[usize], order: &Order) -> Option<usize> {
+        let mut best: Option<(OrderKey, usize)> = None;
+        for &c in siblings.iter().filter(|&&c| order.waiting[c] > 0) {
+            let queue = &self.policy.queues[c];
+            let leaf = if queue.is_leaf() {
+                c
+            } else {
+                order.best_leaf[c]?
+            };
+            let Some(&job) = order.queues[leaf].front() else {
+                continue;
+            };
+            let key = self.order_key(&Side {
+                queue: c,
+                job: order.init[job],
+                victims: Quantities::default(),
+            });
+            if best
+                .as_ref()
+                .is_none_or(|(b, _)| compare_keys(&key, b) == Ordering::Less)
+            {
+                best = Some((key, leaf));
+            }
+        }
+        best.map(|(_, leaf)| leaf)
     }
 }
