@@ -2,18 +2,24 @@
 //! and every moved pod fits elsewhere, with a bounded number of moves. Moves that do not end in
 //! the gang fitting are undone.
 
+use std::cmp::Ordering;
+
 use kai_policy_compiler::model::Strategy;
 
 use super::allocate::{Context, Unplaced};
 use super::jobs::{request_of, room_of};
+use super::kai::{Quantities, Side, add, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
 use super::state::{Slot, same_place};
 
 /// A pod taken off its node to be moved: the pod, the slot it held, its job.
 type Taken = (usize, Slot, usize);
 
-/// The most victim jobs one consolidation attempt tries to move (KAI: 16).
-pub const MAX_VICTIM_JOBS: usize = 16;
+/// The most victim jobs one consolidation attempt may move. KAI's flag
+/// `--max-consolidation-preemptees` is 16, and its candidate filter
+/// (`consolidation.go: buildPreemptibleFilterFunc`) stops only once its count is *above* the
+/// flag, so it lets 17 jobs through.
+pub const MAX_VICTIM_JOBS: usize = 17;
 
 impl Context<'_> {
     /// Consolidation pass; returns the jobs it could not help.
@@ -25,8 +31,10 @@ impl Context<'_> {
         if placement.gpu == Strategy::Spread || placement.cpu == Strategy::Spread {
             return unplaced;
         }
-        // KAI's victims queue (`utils.GetVictimsQueue`): movable jobs in reversed job order,
-        // the lowest priority and newest first, worked out once for the pass.
+        // The movable jobs, the lowest priority and newest first (KAI's reversed job order),
+        // worked out once for the pass. Each attempt takes its candidates from the head of
+        // this list: KAI takes the first 17 its filter meets in a map's order, that is, any 17;
+        // these are the ones its victims queue would hand out first within their queues.
         let mut victims: Vec<usize> = (0..self.jobs.len())
             .filter(|&v| self.movable(v) && self.is_running(v))
             .collect();
@@ -80,19 +88,22 @@ impl Context<'_> {
         if free.gpu < room.gpu || free.cpu < room.cpu || free.memory < room.memory {
             return false;
         }
-        // Each victim is added to the moved set in turn until the gang fits and every moved
-        // pod fits again elsewhere (KAI's job solver with `allPodsReallocated`). A job that grew
-        // or whose pods moved in this cycle is no victim now (`is_running` says no).
-        let mut released: Vec<Taken> = Vec::new();
-        let now_movable = victims
+        // Each victim unit is added to the moved set in turn until the gang fits and every
+        // moved pod fits again elsewhere (KAI's job solver with `allPodsReallocated`). A job
+        // that grew or whose pods moved in this cycle is no victim now (`is_running` says no).
+        let candidates: Vec<usize> = victims
             .iter()
             .copied()
-            .filter(|&v| v != job && !self.growing(v) && self.is_running(v));
+            .filter(|&v| v != job && !self.growing(v) && self.is_running(v))
+            .take(MAX_VICTIM_JOBS)
+            .collect();
+        let mut queue = VictimQueue::new(self, &candidates);
+        let mut released: Vec<Taken> = Vec::new();
         // KAI's solver places the preemptor and the moved jobs in queue and job order: a
         // moved job ahead of the preemptor goes back first, the others after it.
         let mut ahead: Vec<bool> = Vec::new();
-        for v in now_movable.take(MAX_VICTIM_JOBS).collect::<Vec<_>>() {
-            for p in self.running(v) {
+        while let Some((v, pods)) = queue.pop(self) {
+            for p in pods {
                 if let Some(slot) = self.take_slot(p) {
                     self.state.release(&slot, &self.snapshot.pods[p]);
                     self.state.allow(slot.node);
@@ -104,8 +115,13 @@ impl Context<'_> {
                 .filter(|&&(_, _, u)| u == v)
                 .map(|&(p, _, _)| p)
                 .collect();
+            // A job is placed again once, every pod taken from it together: its earlier units
+            // go where its latest one goes.
             let first = self.goes_before(v, &moved, job, leaf, &pending);
             ahead.resize(released.len(), first);
+            for (a, _) in ahead.iter_mut().zip(&released).filter(|(_, r)| r.2 == v) {
+                *a = first;
+            }
             let part = |before: bool| -> Vec<Taken> {
                 released
                     .iter()
@@ -221,5 +237,87 @@ impl Context<'_> {
             return false;
         };
         j.queue.is_ok() && j.preemptible && !self.growing(job)
+    }
+}
+
+/// KAI's victims queue for consolidation (`utils.GetVictimsQueue`, `job_order_by_queue.go` with
+/// `VictimQueue`): the candidate jobs by leaf queue, handed out as victim units. Down the queue
+/// tree, among siblings the one last in the queue order goes first, its dominant share counted
+/// without the victims of its best leaf taken so far and the next one (`getVictimsForQueue`);
+/// in a leaf, KAI's reversed job order, a job above its minimum giving one surplus pod at a
+/// time and the rest going whole (`GetTasksToEvict`).
+struct VictimQueue {
+    /// Candidate jobs by leaf queue.
+    by_leaf: Vec<Vec<(usize, bool)>>,
+    /// Whether a queue's subtree holds a candidate.
+    in_subtree: Vec<bool>,
+    /// What the units taken so far from each leaf free.
+    taken: Vec<Quantities>,
+    roots: Vec<usize>,
+}
+
+impl VictimQueue {
+    /// The queue of `candidates` (movable jobs, none protected: min-runtime does not guard
+    /// consolidation).
+    fn new(cx: &Context<'_>, candidates: &[usize]) -> Self {
+        let n = cx.policy.queues.len();
+        let mut queue = VictimQueue {
+            by_leaf: vec![Vec::new(); n],
+            in_subtree: vec![false; n],
+            taken: vec![Quantities::default(); n],
+            roots: (0..n)
+                .filter(|&q| cx.policy.queues[q].parent.is_none())
+                .collect(),
+        };
+        for &v in candidates {
+            let Ok(leaf) = cx.jobs[v].queue else { continue };
+            queue.by_leaf[leaf].push((v, false));
+            let mut at = Some(leaf);
+            while let Some(q) = at {
+                queue.in_subtree[q] = true;
+                at = cx.policy.queues[q].parent;
+            }
+        }
+        queue
+    }
+
+    /// The next victim unit (its job and pods); the pods must be released before the next
+    /// call, as KAI's solver has them gone from its scenario.
+    fn pop(&mut self, cx: &Context<'_>) -> Option<(usize, Vec<usize>)> {
+        let (leaf, _) = self.last(cx, &self.roots)?;
+        let (v, pods) = cx.next_in_reverse_job_order(&self.by_leaf[leaf])?;
+        let frees = quantities(&request_of(cx.snapshot, &pods));
+        self.taken[leaf] = add(&self.taken[leaf], &frees);
+        Some((v, pods))
+    }
+
+    /// Among `siblings`, the subtree whose victims go first: its best leaf, and what that
+    /// leaf's victims taken so far and its next unit free.
+    fn last(&self, cx: &Context<'_>, siblings: &[usize]) -> Option<(usize, Quantities)> {
+        let mut last: Option<(super::kai::OrderKey, (usize, Quantities))> = None;
+        for &c in siblings.iter().filter(|&&c| self.in_subtree[c]) {
+            let found = if cx.policy.queues[c].is_leaf() {
+                cx.next_in_reverse_job_order(&self.by_leaf[c])
+                    .map(|(_, pods)| {
+                        let frees = quantities(&request_of(cx.snapshot, &pods));
+                        (c, add(&frees, &self.taken[c]))
+                    })
+            } else {
+                self.last(cx, &cx.policy.queues[c].children)
+            };
+            let Some(found) = found else { continue };
+            let key = cx.order_key(&Side {
+                queue: c,
+                job: Quantities::default(),
+                victims: found.1,
+            });
+            if last
+                .as_ref()
+                .is_none_or(|(l, _)| compare_keys(&key, l) == Ordering::Greater)
+            {
+                last = Some((key, found));
+            }
+        }
+        last.map(|(_, found)| found)
     }
 }

@@ -1025,6 +1025,126 @@ fn consolidation_never_moves_non_preemptible_work() {
     ));
 }
 
+/// Pods with the node each goes to.
+type PodsTo = Vec<(String, String)>;
+
+/// Where consolidation moves each pod, and the nodes its pods were nominated to.
+fn consolidated(r: &CycleResult) -> (PodsTo, PodsTo) {
+    let mut moves = Vec::new();
+    let mut nominated = Vec::new();
+    for d in &r.decisions {
+        match d {
+            Decision::Evict {
+                pod,
+                reason: EvictReason::Consolidate { to_node, .. },
+                ..
+            } => moves.push((pod.clone(), to_node.clone())),
+            Decision::Evict { .. } => panic!("an eviction that is no move: {d:?}"),
+            Decision::Nominate { pod, node } => nominated.push((pod.clone(), node.clone())),
+            _ => {}
+        }
+    }
+    (moves, nominated)
+}
+
+/// KAI's consolidation takes its victims from a victims queue (`utils.GetVictimsQueue`): the
+/// queue last in the queue order gives first, its share counted without its next victim.
+/// Three 4-GPU nodes; a/x (1 GPU, the newest job) on n1, b/y (1 GPU) on n2, b/z (2 GPUs) on
+/// n3; c/p (4 GPUs) waits, fitting no node. Fair shares are the requests (a 1, b 3, c 4; the
+/// quotas hold them all). Queue a without x holds 0 of its allocatable 4 GPUs, b without y 2
+/// of 4: b is later in the queue order, so y is taken first, although x is the newest job.
+/// y, after p in the solver's order (b with y would hold 4 of 4 GPUs as c with p does, and
+/// holds 3 now against c's 0), is placed again after p: p takes n2, y the fullest node with
+/// room, n3. Taking jobs in job order alone would move x to n3 and put p on n1.
+#[test]
+fn consolidation_takes_victims_from_the_queue_last_in_the_queue_order_first() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=4; namespaces "a" }
+        queue "b" { gpu quota=4; namespaces "b" }
+        queue "c" { gpu quota=4; namespaces "c" }
+        "#,
+    );
+    let at = |p: Pod, node: &str, created: Time| Pod {
+        created,
+        ..running(p, node, created)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4), node("n2", 4), node("n3", 4)],
+        pods: vec![
+            at(pod("a", "x", 1), "n1", 2),
+            at(pod("b", "y", 1), "n2", 1),
+            at(pod("b", "z", 2), "n3", 0),
+            Pod {
+                created: 3,
+                ..pod("c", "p", 4)
+            },
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(
+        consolidated(&r),
+        (
+            vec![("b/y".into(), "n3".into())],
+            vec![("c/p".into(), "n2".into())]
+        ),
+        "{:#?}",
+        r.decisions
+    );
+}
+
+/// KAI's consolidation takes an elastic job above its minimum one surplus pod at a time, the
+/// newest first (`GetTasksToEvict`), as reclaim does. b/e runs three 1-GPU pods (minimum 1) on
+/// n1, 1 GPU free there; n2 has 1 GPU free beside a job that may not move. a/p (2 GPUs) waits.
+/// Fair shares: a 2, b 4 by quota and the 2 left over (b asks 6). Taking e-2 frees 2 GPUs on
+/// n1: p goes there (b, above its quota with e-2, comes after a), then e-2 to n2. Only e-2
+/// moves; taking e whole would move its oldest pod, e-0, to n2 instead.
+#[test]
+fn consolidation_moves_an_elastic_job_surplus_pod_by_pod() {
+    let p = policy(TWO_TEAMS_OF_FOUR);
+    let (pods, group) = gang("b", "e", 3, 1, 1);
+    let mut pods: Vec<Pod> = pods
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| Pod {
+            created: i as Time,
+            ..running(p, "n1", i as Time)
+        })
+        .collect();
+    pods.push(Pod {
+        priority_class: Some("prod".into()),
+        ..running(pod("b", "w", 3), "n2", 0)
+    });
+    pods.push(Pod {
+        created: 5,
+        ..pod("a", "p", 2)
+    });
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4), node("n2", 4)],
+        pods,
+        groups: vec![group],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(
+        consolidated(&r),
+        (
+            vec![("b/e-2".into(), "n2".into())],
+            vec![("a/p".into(), "n1".into())]
+        ),
+        "{:#?}",
+        r.decisions
+    );
+}
+
+const TWO_TEAMS_OF_FOUR: &str = r#"
+priority-class "prod" value=1000 preemptible=#false
+queue "a" { gpu quota=4; namespaces "a" }
+queue "b" { gpu quota=4; namespaces "b" }
+"#;
+
 #[test]
 fn a_cycle_runs_only_the_actions_it_is_given() {
     let p = policy(TWO_TEAMS);
