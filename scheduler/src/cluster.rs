@@ -351,6 +351,10 @@ pub struct PodGroup {
     /// KAI's `kai.scheduler/last-eviction-timestamp` annotation, on the scheduler's clock: the
     /// preemption delay counts from it when it is later than the creation time.
     pub last_evicted: Option<Time>,
+    /// KAI's `kai.scheduler/last-start-timestamp` annotation, on the scheduler's clock: when
+    /// the scheduler last bound the job with none of its pods allocated. Min-runtime counts
+    /// from it.
+    pub last_start: Option<Time>,
     /// Pods of the group that finished with phase `Succeeded`.
     pub succeeded: u32,
     /// `spec.topologyConstraint` (or the owner's annotations): node label the gang must share.

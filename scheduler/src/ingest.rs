@@ -191,6 +191,11 @@ pub const STALE_ANNOTATION: &str = "kai.scheduler/stale-podgroup-timestamp";
 /// (`pkg/common/constants/constants.go: LastEvictionTimeStamp`); a preemption delay counts from it.
 pub const LAST_EVICTION_ANNOTATION: &str = "kai.scheduler/last-eviction-timestamp";
 
+/// KAI's annotation that records when the scheduler last started a PodGroup's job
+/// (`constants.go: LastStartTimeStamp`, written from `allocate.go: setLastStartTimestamp`);
+/// min-runtime counts from it.
+pub const LAST_START_ANNOTATION: &str = "kai.scheduler/last-start-timestamp";
+
 /// On a PodGroup the Kubernetes backend made for a workload from its top owner: the priority
 /// class its kind gives by default (`train`), used, as for the group before it was made, only
 /// where the policy declares that class. KAI's pod-grouper writes the class into
@@ -816,6 +821,14 @@ fn read_group(
             )
         })?)),
     };
+    let last_start = match group.metadata.annotations.get(LAST_START_ANNOTATION) {
+        None => None,
+        Some(t) => Some(clock(t.parse::<Timestamp>().map_err(|e| {
+            format!(
+                "metadata.annotations.{LAST_START_ANNOTATION}: `{t}` is not an RFC 3339 time: {e}"
+            )
+        })?)),
+    };
     let topology = spec.topology_constraint.unwrap_or_default();
     Ok(PodGroup {
         namespace: group.metadata.namespace.unwrap_or_else(|| "default".into()),
@@ -830,6 +843,7 @@ fn read_group(
         preemption_delay: duration("preemptionDelay", spec.preemption_delay)?
             .map(|s| u64::try_from(s).unwrap_or(0)),
         last_evicted,
+        last_start,
         succeeded: 0,
         topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
         topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),

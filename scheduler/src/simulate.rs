@@ -137,16 +137,8 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
             usage: usage.as_deref(),
         });
         usage::record(&mut history, &snapshot, policy, &result.allocated, now);
-        // The stale marks are kept on the pod groups, as KAI keeps them in an annotation.
-        for (key, since) in &result.stale_marks {
-            if let Some(g) = snapshot
-                .groups
-                .iter_mut()
-                .find(|g| key.split_once('/') == Some((g.namespace.as_str(), g.name.as_str())))
-            {
-                g.stale_since = *since;
-            }
-        }
+        // The marks are kept on the pod groups, as KAI keeps them in annotations.
+        keep_marks(&mut snapshot.groups, &result, now);
         let mut changed = apply(
             &mut snapshot,
             &result.decisions,
@@ -592,3 +584,28 @@ fn queue_table(sim: &Simulation, policy: &Policy) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Keeps a cycle's marks on its pod groups, as KAI keeps them in annotations: the stale mark,
+/// when a group was started and when a pod of it was last evicted.
+pub fn keep_marks(groups: &mut [PodGroup], result: &cycle::CycleResult, now: Time) {
+    let at = |groups: &[PodGroup], key: &str| {
+        groups
+            .iter()
+            .position(|g| key.split_once('/') == Some((g.namespace.as_str(), g.name.as_str())))
+    };
+    for (key, since) in &result.stale_marks {
+        if let Some(i) = at(groups, key) {
+            groups[i].stale_since = *since;
+        }
+    }
+    for key in &result.started {
+        if let Some(i) = at(groups, key) {
+            groups[i].last_start = Some(now);
+        }
+    }
+    for key in &result.evicted {
+        if let Some(i) = at(groups, key) {
+            groups[i].last_evicted = Some(now);
+        }
+    }
+}

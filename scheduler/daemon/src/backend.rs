@@ -30,6 +30,10 @@ pub struct Applied<'a> {
     /// Pod groups whose stale mark changed: `(namespace/name, since)`, `None` cleared
     /// (`CycleResult::stale_marks`).
     pub stale_marks: &'a [(String, Option<Time>)],
+    /// Pod groups it started, at `now` (`CycleResult::started`).
+    pub started: &'a [String],
+    /// Pod groups it evicted pods of, at `now` (`CycleResult::evicted`).
+    pub evicted: &'a [String],
 }
 
 /// One API call a backend made, for the metrics: what it was and what came of it.

@@ -14,7 +14,7 @@
 //! SIGTERM or SIGINT: the cycle in progress finishes, the usage history is persisted, the
 //! follower stops, then the server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use kai_policy_compiler::fairshare::usage::UsageHistory;
 use kai_scheduler::bench::Counts;
-use kai_scheduler::cluster::Time;
+use kai_scheduler::cluster::{PodGroup, Time};
 use kai_scheduler::cycle::{self, Cycle};
 use kai_scheduler::decision::{Decision, Reason};
 use kai_scheduler::usage;
@@ -403,12 +403,65 @@ struct LoopState {
     previous: Option<Arc<Active>>,
     /// Queues removed by a policy swap, and the commit that removed them.
     removed: BTreeMap<String, String>,
-    /// Pod groups marked stale by a cycle, and since when (KAI keeps the mark in the
-    /// `kai.scheduler/stale-podgroup-timestamp` annotation; here it is kept in memory and laid
-    /// over each snapshot whose group has none).
-    stale: BTreeMap<String, Time>,
+    /// The marks cycles set on pod groups (KAI keeps them in annotations), laid over each
+    /// snapshot until the backend shows them.
+    marks: GroupMarks,
     persisted: Instant,
     options: DaemonOptions,
+}
+
+/// The marks cycles set on pod groups, by `namespace/name`: the stale mark, when a group was
+/// started, when a pod of it was last evicted. KAI keeps them in the PodGroup's annotations
+/// (`kai.scheduler/stale-podgroup-timestamp`, `last-start-timestamp`,
+/// `last-eviction-timestamp`); the in-memory cluster has none, and a cluster's caches show them
+/// a little after they are written, so they are kept here and laid over each snapshot.
+#[derive(Debug, Default)]
+struct GroupMarks {
+    stale: BTreeMap<String, Time>,
+    started: BTreeMap<String, Time>,
+    evicted: BTreeMap<String, Time>,
+}
+
+impl GroupMarks {
+    /// Forgets the groups gone from `groups`, and gives the others the marks they do not show
+    /// yet: a stale mark where they have none, a start or eviction time where theirs is older.
+    fn lay_over(&mut self, groups: &mut [PodGroup]) {
+        let keys: BTreeSet<String> = groups
+            .iter()
+            .map(|g| format!("{}/{}", g.namespace, g.name))
+            .collect();
+        for map in [&mut self.stale, &mut self.started, &mut self.evicted] {
+            map.retain(|key, _| keys.contains(key));
+        }
+        for g in groups {
+            let key = format!("{}/{}", g.namespace, g.name);
+            if g.stale_since.is_none() {
+                g.stale_since = self.stale.get(&key).copied();
+            }
+            if let Some(&at) = self.started.get(&key) {
+                g.last_start = g.last_start.max(Some(at));
+            }
+            if let Some(&at) = self.evicted.get(&key) {
+                g.last_evicted = g.last_evicted.max(Some(at));
+            }
+        }
+    }
+
+    /// Takes in a cycle's marks, made at `now`.
+    fn record(&mut self, result: &cycle::CycleResult, now: Time) {
+        for (key, since) in &result.stale_marks {
+            match since {
+                Some(since) => self.stale.insert(key.clone(), *since),
+                None => self.stale.remove(key),
+            };
+        }
+        for key in &result.started {
+            self.started.insert(key.clone(), now);
+        }
+        for key in &result.evicted {
+            self.evicted.insert(key.clone(), now);
+        }
+    }
 }
 
 /// How often the usage history is written between shutdowns.
@@ -428,7 +481,7 @@ async fn schedule(
         history,
         previous: None,
         removed: BTreeMap::new(),
-        stale: BTreeMap::new(),
+        marks: GroupMarks::default(),
         persisted: Instant::now(),
         options,
     };
@@ -481,19 +534,7 @@ impl LoopState {
             }
         };
         let (mut snapshot, now) = backend.snapshot(policy)?;
-        self.stale.retain(|key, _| {
-            snapshot
-                .groups
-                .iter()
-                .any(|g| key.split_once('/') == Some((g.namespace.as_str(), g.name.as_str())))
-        });
-        for g in &mut snapshot.groups {
-            if g.stale_since.is_none()
-                && let Some(&since) = self.stale.get(&format!("{}/{}", g.namespace, g.name))
-            {
-                g.stale_since = Some(since);
-            }
-        }
+        self.marks.lay_over(&mut snapshot.groups);
         let usage = usage::of(&self.history, policy, now);
         let started = Instant::now();
         let result = cycle::run(&Cycle {
@@ -504,12 +545,7 @@ impl LoopState {
         });
         let seconds = started.elapsed().as_secs_f64();
         usage::record(&mut self.history, &snapshot, policy, &result.allocated, now);
-        for (key, since) in &result.stale_marks {
-            match since {
-                Some(since) => self.stale.insert(key.clone(), *since),
-                None => self.stale.remove(key),
-            };
-        }
+        self.marks.record(&result, now);
         let calls = backend.apply(&Applied {
             policy,
             source: (&active.commit, &active.digest),
@@ -518,6 +554,8 @@ impl LoopState {
             allocated: &result.allocated,
             now,
             stale_marks: &result.stale_marks,
+            started: &result.started,
+            evicted: &result.evicted,
         })?;
         shared.metrics.calls(&calls);
         let acts = backend.acts();

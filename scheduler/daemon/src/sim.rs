@@ -310,6 +310,8 @@ mod tests {
                 allocated: &r.allocated,
                 now,
                 stale_marks: &r.stale_marks,
+                started: &r.started,
+                evicted: &r.evicted,
             })
             .expect("the simulated cluster applies every decision");
             r.decisions

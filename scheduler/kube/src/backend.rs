@@ -76,9 +76,10 @@ pub struct KubeBackend {
     reported: Reported,
     last: Read,
     group_status: BTreeMap<String, PodGroupStatus>,
-    /// Stale marks to write on their PodGroups with the next calls (and again after a call
-    /// that failed): `(namespace/name, since)`, seconds since the epoch.
-    stale_marks: BTreeMap<String, Option<u64>>,
+    /// Marks to write on their PodGroups with the next calls (and again after a call that
+    /// failed): `(namespace/name, annotation)` and the time, seconds since the epoch (`None`:
+    /// remove it).
+    marks: BTreeMap<(String, &'static str), Option<u64>>,
     /// PodGroups this scheduler made that the caches may not show yet (`namespace/name`, when),
     /// and those whose creation failed, with when (tried again a minute later, not every
     /// cycle). Both forget an entry after [`GROUP_MEMORY_SECONDS`] (an object made and deleted
@@ -145,7 +146,7 @@ impl KubeBackend {
             reported: Reported::default(),
             last: Read::default(),
             group_status: BTreeMap::new(),
-            stale_marks: BTreeMap::new(),
+            marks: BTreeMap::new(),
             made_groups: BTreeMap::new(),
             failed_groups: BTreeMap::new(),
             made_specs: BTreeMap::new(),
@@ -157,7 +158,22 @@ impl KubeBackend {
     /// clock) to be written as KAI's annotation with the next [`KubeBackend::apply`].
     pub fn mark_stale(&mut self, marks: &[(String, Option<u64>)]) {
         for (key, since) in marks {
-            self.stale_marks.insert(key.clone(), *since);
+            self.marks.insert(
+                (key.clone(), kai_scheduler::ingest::STALE_ANNOTATION),
+                *since,
+            );
+        }
+    }
+
+    /// Queues the groups a cycle started and those it evicted pods of
+    /// (`CycleResult::started`, `CycleResult::evicted`), at `now` on this backend's clock, to be
+    /// written as KAI's annotations with the next [`KubeBackend::apply`].
+    pub fn mark_started_and_evicted(&mut self, started: &[String], evicted: &[String], now: u64) {
+        use kai_scheduler::ingest::{LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION};
+        let marks = (started.iter().map(|k| (k, LAST_START_ANNOTATION)))
+            .chain(evicted.iter().map(|k| (k, LAST_EVICTION_ANNOTATION)));
+        for (key, annotation) in marks {
+            self.marks.insert((key.clone(), annotation), Some(now));
         }
     }
 
@@ -285,9 +301,8 @@ impl KubeBackend {
             self.spec_updates.insert(key, (patch.clone(), now));
             planned.push(call);
         }
-        let marks: Vec<(String, Option<u64>)> =
-            std::mem::take(&mut self.stale_marks).into_iter().collect();
-        planned.extend(calls::stale_mark_calls(&marks));
+        let marks: Vec<calls::Mark> = std::mem::take(&mut self.marks).into_iter().collect();
+        planned.extend(calls::mark_calls(&marks));
         let batch = (self.config.limits.per_second.max(1) as usize).max(1);
         let mut sent = Vec::with_capacity(planned.len());
         let mut planned = planned.into_iter();
@@ -332,7 +347,7 @@ impl KubeBackend {
             .zip(&marks)
         {
             if !matches!(s.outcome, Outcome::Done | Outcome::Gone(_)) {
-                self.stale_marks.entry(key.clone()).or_insert(*since);
+                self.marks.entry(key.clone()).or_insert(*since);
             }
         }
         sent

@@ -230,14 +230,19 @@ pub struct Context<'a> {
     pub now: Timestamp,
 }
 
-/// The calls that keep a cycle's stale marks on the PodGroups: the
-/// `kai.scheduler/stale-podgroup-timestamp` annotation set to when the group went stale
-/// (RFC 3339, as KAI's `stalegangeviction` writes it), or removed (`null` in a merge patch).
-/// `marks` are `(namespace/name, since)` on the backend's clock, seconds since the epoch.
-pub fn stale_mark_calls(marks: &[(String, Option<u64>)]) -> Vec<Call> {
+/// A mark a cycle sets on a PodGroup: its `namespace/name`, the annotation KAI keeps it in, and
+/// the time (seconds since the epoch, on the backend's clock), `None` to remove it.
+pub type Mark = ((String, &'static str), Option<u64>);
+
+/// The calls that keep a cycle's marks on the PodGroups, one per mark: the annotation set to
+/// the time in RFC 3339, as KAI writes it (`kai.scheduler/stale-podgroup-timestamp` when the
+/// group went stale, `kai.scheduler/last-start-timestamp` when it was started,
+/// `kai.scheduler/last-eviction-timestamp` when a pod of it was last evicted), or removed
+/// (`null` in a merge patch).
+pub fn mark_calls(marks: &[Mark]) -> Vec<Call> {
     marks
         .iter()
-        .map(|(key, since)| {
+        .map(|((key, annotation), since)| {
             let (namespace, name) = split(key);
             let value = match since
                 .and_then(|s| i64::try_from(s).ok())
@@ -247,7 +252,7 @@ pub fn stale_mark_calls(marks: &[(String, Option<u64>)]) -> Vec<Call> {
                 None => Value::Null,
             };
             let mut annotations = serde_json::Map::new();
-            annotations.insert(kai_scheduler::ingest::STALE_ANNOTATION.to_string(), value);
+            annotations.insert(annotation.to_string(), value);
             Call::PodGroupAnnotation {
                 namespace: namespace.to_string(),
                 name: name.to_string(),

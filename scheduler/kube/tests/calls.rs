@@ -442,11 +442,12 @@ fn queue_status_carries_allocation_requests_and_fair_share_and_is_written_on_cha
 #[test]
 fn a_stale_mark_is_kais_annotation_in_rfc_3339_and_a_cleared_one_removes_it() {
     // 2026-11-21T09:00:00Z is 1,795,251,600 s after the epoch.
+    let stale = kai_scheduler::ingest::STALE_ANNOTATION;
     let marks = [
-        ("team-a/train".to_string(), Some(1_795_251_600)),
-        ("team-b/old".to_string(), None),
+        (("team-a/train".to_string(), stale), Some(1_795_251_600)),
+        (("team-b/old".to_string(), stale), None),
     ];
-    let calls = calls::stale_mark_calls(&marks);
+    let calls = calls::mark_calls(&marks);
     assert_eq!(
         calls,
         [
@@ -474,5 +475,41 @@ fn a_stale_mark_is_kais_annotation_in_rfc_3339_and_a_cleared_one_removes_it() {
     assert_eq!(
         text.parse::<Timestamp>().unwrap().as_second(),
         1_795_251_600
+    );
+}
+
+#[test]
+fn start_and_eviction_marks_are_kais_annotations() {
+    use kai_scheduler::ingest::{LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION};
+    // 2026-11-21T09:00:00Z is 1,795,251,600 s after the epoch.
+    let marks = [
+        (
+            ("team-a/train".to_string(), LAST_START_ANNOTATION),
+            Some(1_795_251_600),
+        ),
+        (
+            ("team-b/old".to_string(), LAST_EVICTION_ANNOTATION),
+            Some(1_795_251_660),
+        ),
+    ];
+    let calls = calls::mark_calls(&marks);
+    assert_eq!(
+        calls,
+        [
+            Call::PodGroupAnnotation {
+                namespace: "team-a".into(),
+                name: "train".into(),
+                patch: serde_json::json!({ "metadata": { "annotations": {
+                    "kai.scheduler/last-start-timestamp": "2026-11-21T09:00:00Z"
+                } } }),
+            },
+            Call::PodGroupAnnotation {
+                namespace: "team-b".into(),
+                name: "old".into(),
+                patch: serde_json::json!({ "metadata": { "annotations": {
+                    "kai.scheduler/last-eviction-timestamp": "2026-11-21T09:01:00Z"
+                } } }),
+            },
+        ]
     );
 }

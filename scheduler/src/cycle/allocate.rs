@@ -59,6 +59,11 @@ pub(crate) struct Context<'a> {
     /// the pending jobs KAI's eviction solvers order together with the preemptor
     /// (`common/action.go: GetJobsToAllocate` over `GetAllPendingJobs`).
     pub waiting: Vec<Vec<usize>>,
+    /// Jobs allocate started: bound with none of their pods allocated before.
+    pub started: Vec<usize>,
+    /// Jobs consolidation, reclaim or preempt evicted pods of (moves included), each once or
+    /// more.
+    pub evicted: Vec<usize>,
 }
 
 /// Per job, how many of its pods were bound before the cycle, still hold their slot and are
@@ -572,6 +577,8 @@ impl Context<'_> {
         self.admission(job, leaf, &request)?;
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let mut slots = place_gang(self.state, self.snapshot, pods, &plan)?;
+        // KAI's allocated pods: bound or placed, not pipelined, not being deleted.
+        let allocated_before = self.active_count(job) - self.pipelined[job];
         let mut pipelined = vec![false; slots.len()];
         if plan.strategy == Strategy::Binpack && !self.releasing.is_empty() {
             for (at, (p, slot)) in slots.iter_mut().enumerate() {
@@ -596,7 +603,12 @@ impl Context<'_> {
                 false => bound.push(slot),
             }
         }
+        // KAI records when a job starts: its pods bound, not pipelined, with none allocated
+        // before (`allocate.go: setLastStartTimestamp`); min-runtime counts from then.
         if !bound.is_empty() {
+            if allocated_before == 0 {
+                self.started.push(job);
+            }
             self.commit(job, leaf, bound, false);
         }
         if !nominated.is_empty() {

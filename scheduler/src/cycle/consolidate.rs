@@ -148,10 +148,11 @@ impl Context<'_> {
                 .into_iter()
                 .zip(early_to)
                 .chain(late.into_iter().zip(late_to));
-            for ((p, from, _), to) in moves {
+            for ((p, from, v), to) in moves {
                 if !same_place(&self.snapshot.pods[p], &from, &to) {
                     let moved = self.move_decision(p, from.node, to.node, &for_job);
                     self.decisions.push(moved);
+                    self.evicted.push(v);
                     self.move_to(p, to);
                 } else {
                     self.put_slot(p, to);

@@ -341,21 +341,26 @@ impl Context<'_> {
     }
 
     /// When a job's min-runtime protection ends, if it has not yet: counted from when the job
-    /// started (KAI's `LastStartTimestamp`: its earliest running pod's start).
+    /// started ([`Self::started`]).
     pub(crate) fn protected_until(&self, job: usize, min: Option<u64>) -> Option<Time> {
         let min = min.filter(|&m| m > 0)?;
         let until = self.started(job)?.saturating_add(min);
         (self.now < until).then_some(until)
     }
 
-    /// When a job started (KAI's `LastStartTimestamp`: its earliest running pod's start).
+    /// When a job started: KAI's `LastStartTimestamp`, kept on its PodGroup by the backend
+    /// (`kai.scheduler/last-start-timestamp`, set when allocate last bound it with none of its
+    /// pods allocated). Without one (a job started before the scheduler kept it, or with no
+    /// PodGroup), its earliest running pod's start; KAI would not protect such a job at all.
     pub(crate) fn started(&self, job: usize) -> Option<Time> {
-        self.jobs[job]
-            .pods
-            .iter()
-            .filter(|&&p| self.runs(p))
-            .filter_map(|&p| self.snapshot.pods[p].started)
-            .min()
+        self.jobs[job].last_start.or_else(|| {
+            self.jobs[job]
+                .pods
+                .iter()
+                .filter(|&&p| self.runs(p))
+                .filter_map(|&p| self.snapshot.pods[p].started)
+                .min()
+        })
     }
 
     /// Whether KAI's eviction solver places victim job `v` (its released pods `moved`) again
@@ -665,12 +670,13 @@ impl Context<'_> {
                 return false;
             }
             let for_job = self.jobs[job].key.clone();
-            for (_, from, to) in &moved {
+            for (v, from, to) in &moved {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
                     self.running_pods.set_early(*p, false);
                     if !same_place(&self.snapshot.pods[*p], from, to) {
                         let moved = self.move_decision(*p, from.node, to.node, &for_job);
                         self.decisions.push(moved);
+                        self.evicted.push(v.job);
                     } else if self.running_pods.is_moved(*p) {
                         // A victim placed back where it runs before the gang was kept out of
                         // this attempt's victims; it runs on, and may be a victim again (KAI's
@@ -682,6 +688,7 @@ impl Context<'_> {
             }
             for (v, freed) in needed {
                 let Some(why) = v.reason else { continue };
+                self.evicted.push(v.job);
                 for (p, slot) in freed {
                     self.decisions.push(Decision::Evict {
                         pod: self.snapshot.pods[p].key(),

@@ -39,6 +39,10 @@ pub struct Job {
     pub staleness_grace: Option<i64>,
     /// When KAI marked the group stale (`kai.scheduler/stale-podgroup-timestamp`).
     pub stale_since: Option<Time>,
+    /// When the scheduler last started it (`kai.scheduler/last-start-timestamp`).
+    pub last_start: Option<Time>,
+    /// Whether a PodGroup object stands for it: where the marks KAI keeps in annotations go.
+    pub pod_group: bool,
     /// When the job may first trigger evictions ([`PodGroup::evicts_from`]).
     pub evicts_from: Option<Time>,
     /// The PodGroup's `spec.topologyConstraint.requiredTopologyLevel` (or its owner's
@@ -196,6 +200,8 @@ pub(crate) fn build(
                 succeeded: group.map_or(0, |g| g.succeeded),
                 staleness_grace: group.and_then(|g| g.staleness_grace),
                 stale_since: group.and_then(|g| g.stale_since),
+                last_start: group.and_then(|g| g.last_start),
+                pod_group: group.is_some(),
                 evicts_from: group.and_then(PodGroup::evicts_from),
                 topology_required: group.and_then(|g| g.topology_required.clone()),
                 topology_preferred: group.and_then(|g| g.topology_preferred.clone()),

@@ -57,6 +57,15 @@ pub struct CycleResult {
     /// backend keeps it (KAI: the `kai.scheduler/stale-podgroup-timestamp` annotation) and
     /// gives it back in the next snapshot.
     pub stale_marks: Vec<(String, Option<Time>)>,
+    /// Pod groups this cycle started, at its `now` (`namespace/name`, sorted): bound with none
+    /// of their pods allocated before (KAI's allocate, `setLastStartTimestamp`). The backend
+    /// keeps the time (KAI: the `kai.scheduler/last-start-timestamp` annotation) and gives it
+    /// back in the next snapshot: min-runtime counts from it.
+    pub started: Vec<String>,
+    /// Pod groups consolidation, reclaim or preempt evicted pods of, at its `now` (KAI's
+    /// `Statement.commitEvict`): kept as `kai.scheduler/last-eviction-timestamp`, from which a
+    /// preemption delay counts again.
+    pub evicted: Vec<String>,
     /// Wall time of each step, in seconds, in the order run: `("prepare", …)` (pods grouped into
     /// jobs, the free-room index built), `("fair-share", …)`, `("allocate", …)`, then each other
     /// action that ran. Only observed, for metrics: the
@@ -249,6 +258,8 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         pipelined: vec![0; jobs.len()],
         running_pods,
         waiting: vec![Vec::new(); policy.queues.len()],
+        started: Vec::new(),
+        evicted: Vec::new(),
     };
     let mut unplaced = ctx.allocate();
     // Every job with a pod still waiting, whatever kept it (KAI's `GetAllPendingJobs`).
@@ -280,6 +291,20 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     for u in unplaced {
         ctx.pending_decision(u.job, u.reason);
     }
+    // The marks KAI keeps on PodGroups, for the jobs that have one (stale-gang evictions set
+    // no eviction time: KAI evicts those outside a statement).
+    let marked = |jobs_marked: &[usize]| -> Vec<String> {
+        let mut keys: Vec<String> = jobs_marked
+            .iter()
+            .filter(|&&j| jobs[j].pod_group)
+            .map(|&j| jobs[j].key.clone())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+    let started = marked(&ctx.started);
+    let evicted = marked(&ctx.evicted);
     let stale_marks = if actions.stale_gang_eviction {
         let marks = ctx.evict_stale_gangs();
         lap("stalegangeviction");
@@ -294,6 +319,8 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         shares,
         allocated: used.all,
         stale_marks,
+        started,
+        evicted,
         timings,
     }
 }

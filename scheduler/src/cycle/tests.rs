@@ -448,6 +448,81 @@ fn a_victim_inside_its_min_runtime_is_not_reclaimed() {
     assert_eq!(evicted(&later).len(), 1);
 }
 
+/// Min-runtime counts from when the scheduler last started the job, kept on its PodGroup
+/// (KAI's `LastStartTimestamp`, the `kai.scheduler/last-start-timestamp` annotation), not from
+/// its pods' start: a job started again at 500 whose pods say 0 is protected until 1,100 (10
+/// minutes); one whose pods say 650 but whose group says 0 is not, at 700. Without the mark,
+/// the pods' start stands in for it. When a pod is evicted, the cycle marks its group evicted.
+#[test]
+fn min_runtime_counts_from_the_pod_groups_last_start() {
+    let p = policy(&TWO_TEAMS.replace(
+        "queue \"a\" {",
+        "queue \"a\" {\n min-runtime reclaim=\"10m\"\n",
+    ));
+    let snapshot = |pods_started: Time, last_start: Option<Time>| {
+        let (mut pods, mut groups) = (Vec::new(), Vec::new());
+        for (name, n) in [("g1", "n1"), ("g2", "n2")] {
+            let (members, group) = gang("a", name, 1, 8, 1);
+            pods.extend(members.into_iter().map(|m| running(m, n, pods_started)));
+            groups.push(PodGroup {
+                last_start,
+                ..group
+            });
+        }
+        pods.push(pod("b", "b1", 8));
+        Snapshot {
+            priority_classes: Default::default(),
+            nodes: vec![node("n1", 8), node("n2", 8)],
+            pods,
+            groups,
+        }
+    };
+    let r = cycle(&p, &snapshot(0, Some(500)), 700);
+    assert!(evicted(&r).is_empty(), "{:?}", evicted(&r));
+    assert_eq!(
+        pending_reason(&r, "b/b1"),
+        &Reason::MinRuntime {
+            action: "reclaim",
+            queue: "a".into(),
+            remaining: 400
+        }
+    );
+    assert!(r.evicted.is_empty());
+    let r = cycle(&p, &snapshot(650, Some(0)), 700);
+    let victims = evicted(&r);
+    assert_eq!(victims.len(), 1, "{:#?}", r.decisions);
+    let group = victims[0].0.trim_end_matches("-0").to_string();
+    assert_eq!(r.evicted, vec![group]);
+    // Without the mark, the pods' start: 650 protects, 0 does not.
+    assert!(evicted(&cycle(&p, &snapshot(650, None), 700)).is_empty());
+    assert_eq!(evicted(&cycle(&p, &snapshot(0, None), 700)).len(), 1);
+}
+
+/// KAI's allocate marks a job started when it binds it with none of its pods allocated
+/// before, not pipelined (`allocate.go: setLastStartTimestamp`): a gang that starts is
+/// marked; an elastic job that grows by a pod is not; a pod with no PodGroup has nowhere to
+/// keep a mark.
+#[test]
+fn a_cycle_marks_the_groups_it_starts() {
+    let p = policy(TWO_TEAMS);
+    let (mut pods, starts) = gang("a", "g", 2, 2, 2);
+    let (elastic, grows) = gang("a", "e", 2, 1, 1);
+    let mut elastic = elastic.into_iter();
+    pods.push(running(elastic.next().unwrap(), "n2", 0));
+    pods.extend(elastic);
+    pods.push(pod("a", "solo", 1));
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods,
+        groups: vec![starts, grows],
+    };
+    let r = cycle(&p, &s, 100);
+    assert_eq!(binds(&r).len(), 4, "{:#?}", r.decisions);
+    assert_eq!(r.started, vec!["a/g".to_string()]);
+    assert!(r.evicted.is_empty());
+}
+
 /// A pod asking half of one shared GPU.
 fn half_gpu(ns: &str, name: &str) -> Pod {
     Pod {

@@ -376,7 +376,11 @@ kind: PodGroup
 metadata:
   name: g
   namespace: ns
-  annotations: {kai.scheduler/stale-podgroup-timestamp: \"2026-01-01T00:01:00Z\"}
+  creationTimestamp: \"2026-01-01T00:00:00Z\"
+  annotations:
+    kai.scheduler/stale-podgroup-timestamp: \"2026-01-01T00:01:00Z\"
+    kai.scheduler/last-start-timestamp: \"2026-01-01T00:00:30Z\"
+    kai.scheduler/last-eviction-timestamp: \"2026-01-01T00:00:10Z\"
 spec:
   minMember: 2
   preemptibility: non-preemptible
@@ -389,11 +393,10 @@ spec:
     assert_eq!(g.preemptible, Some(false));
     assert_eq!(g.preemption_delay, Some(90));
     assert_eq!(g.staleness_grace, Some(-1));
-    assert_eq!(
-        g.stale_since,
-        Some(0),
-        "the only instant in the file is the origin"
-    );
+    // The file's clock starts at its earliest creation time, the group's.
+    assert_eq!(g.stale_since, Some(60));
+    assert_eq!(g.last_start, Some(30));
+    assert_eq!(g.last_evicted, Some(10));
     assert_eq!(
         g.topology_required.as_deref(),
         Some("topology.kubernetes.io/zone")
