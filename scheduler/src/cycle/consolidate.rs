@@ -208,8 +208,8 @@ impl Context<'_> {
                     let tie = own != best.node
                         && self.state.schedulable(own)
                         && self.state.admits(own, pod)
-                        && self.state.strategy_key(own, pod)
-                            == self.state.strategy_key(best.node, pod);
+                        && self.state.strategy_key(own, pod, strategy)
+                            == self.state.strategy_key(best.node, pod, strategy);
                     tie.then(|| on(own)).flatten().unwrap_or(best)
                 });
             match slot {

@@ -23,7 +23,7 @@ pub use gang::{Gang, Unready};
 pub use jobs::Job;
 
 use kai_policy_compiler::fairshare::{self, Demand, FairShares};
-use kai_policy_compiler::model::{PerResource, Policy};
+use kai_policy_compiler::model::{PerResource, Policy, Strategy};
 use kai_policy_compiler::quantity::ResourceKind;
 
 use std::time::Instant;
@@ -214,6 +214,13 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             state::ClusterState::new(snapshot),
         )
     };
+    // Spread ranks nodes by the share of them that is free, for the strategies in use.
+    let spread = |s: Strategy| s == Strategy::Spread;
+    let named_spread = policy.placements.iter().any(|p| spread(p.strategy));
+    state.index_shares(
+        named_spread || spread(policy.cluster.placement.gpu),
+        named_spread || spread(policy.cluster.placement.cpu),
+    );
     let mut used = QueueUse::new(policy.queues.len());
     for job in &jobs {
         let Ok(q) = job.queue else { continue };

@@ -365,7 +365,7 @@ fn choose<'c>(
     };
     let pick = |first: Slot, rest: &mut dyn Iterator<Item = Slot>| {
         if filters::has_preferences(pod) || state.soft_taints() {
-            preferred(state, pod, first, rest)
+            preferred(state, pod, plan.strategy, first, rest)
         } else {
             first
         }
@@ -399,12 +399,13 @@ fn choose<'c>(
 fn preferred(
     state: &ClusterState,
     pod: &Pod,
+    strategy: Strategy,
     first: Slot,
     rest: &mut dyn Iterator<Item = Slot>,
 ) -> Slot {
-    let key = state.strategy_key(first.node, pod);
+    let key = state.strategy_key(first.node, pod, strategy);
     std::iter::once(first)
-        .chain(rest.take_while(|s| state.strategy_key(s.node, pod) == key))
+        .chain(rest.take_while(|s| state.strategy_key(s.node, pod, strategy) == key))
         .enumerate()
         .max_by_key(|(i, s)| {
             (

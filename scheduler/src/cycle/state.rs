@@ -121,6 +121,22 @@ pub struct ClusterState<'s> {
     by_shared_room: BTreeSet<(i64, usize)>,
     /// Schedulable nodes by (free GPU thousandths, index): where fractional pods look.
     by_free_gpu: BTreeSet<(i64, usize)>,
+    /// Whether spread ranks GPU nodes, and CPU, by a share of the node kept in its own index
+    /// ([`Self::index_shares`]); otherwise every node has as much of it as the others, and the
+    /// amounts' indexes give the same order.
+    gpu_shares: bool,
+    cpu_shares: bool,
+    /// Schedulable nodes with GPUs by ([`share_key`] of their free GPU, index): where GPU pods
+    /// look under spread when nodes have different numbers of devices.
+    by_gpu_share: BTreeSet<(i64, usize)>,
+    /// Schedulable nodes by ([`share_key`] of their free CPU, index), and those without GPUs:
+    /// where CPU-only pods look under spread when nodes have different CPU.
+    by_cpu_share: BTreeSet<(i64, usize)>,
+    by_cpu_plain_share: BTreeSet<(i64, usize)>,
+    /// The most GPU devices, and the most allocatable CPU, of a schedulable node: no node
+    /// whose free share is below `need / most` can hold `need`.
+    most_devices: i64,
+    most_cpu: i64,
     /// What is free on all schedulable nodes together.
     free_total: Amounts,
     /// Which state the free amounts are in: a new number at every change, or an earlier one
@@ -193,6 +209,13 @@ impl<'s> ClusterState<'s> {
             by_cpu_plain: BTreeSet::new(),
             by_shared_room: BTreeSet::new(),
             by_free_gpu: BTreeSet::new(),
+            gpu_shares: false,
+            cpu_shares: false,
+            by_gpu_share: BTreeSet::new(),
+            by_cpu_share: BTreeSet::new(),
+            by_cpu_plain_share: BTreeSet::new(),
+            most_devices: 0,
+            most_cpu: 0,
             free_total: Amounts::default(),
             version: 0,
             versions: 0,
@@ -282,6 +305,53 @@ impl<'s> ClusterState<'s> {
         }
     }
 
+    /// Lets spread rank nodes by the share of them that is free, as KAI's does
+    /// (`nodeplacement/spread.go: nodeResourceSpread`, `nonAllocated / resourceCount`): for GPU
+    /// pods when `gpu`, for pods asking no GPU when `cpu` (the strategies the policy uses).
+    /// Where the schedulable nodes all have the same number of devices (or the same CPU), the
+    /// shares rank them as the amounts do and nothing more is kept.
+    pub fn index_shares(&mut self, gpu: bool, cpu: bool) {
+        let nodes = (0..self.nodes.len()).filter(|&n| self.schedulable[n]);
+        let devices: BTreeSet<usize> = nodes
+            .clone()
+            .map(|n| self.nodes[n].devices.len())
+            .filter(|&d| d > 0)
+            .collect();
+        let cores: BTreeSet<i64> = nodes
+            .clone()
+            .map(|n| self.meta[n].allocatable.cpu)
+            .collect();
+        self.gpu_shares = gpu && devices.len() > 1;
+        self.cpu_shares = cpu && cores.len() > 1;
+        self.most_devices = devices.last().map_or(0, |&d| d as i64);
+        self.most_cpu = cores.last().copied().unwrap_or(0);
+        for node in nodes {
+            if self.gpu_shares && !self.nodes[node].devices.is_empty() {
+                self.by_gpu_share.insert((self.gpu_share(node), node));
+            }
+            if self.cpu_shares {
+                let share = self.cpu_share(node);
+                self.by_cpu_share.insert((share, node));
+                if self.cpu_only[node] {
+                    self.by_cpu_plain_share.insert((share, node));
+                }
+            }
+        }
+    }
+
+    /// A node's free GPU as a share of its devices (KAI's GPU spread score,
+    /// `nodeplacement/spread.go: nodeResourceSpread`: idle and releasing GPUs over the node's
+    /// GPU count).
+    fn gpu_share(&self, node: usize) -> i64 {
+        let n = &self.nodes[node];
+        share_key(n.free.gpu, n.devices.len() as i64 * DEVICE)
+    }
+
+    /// A node's free CPU as a share of its allocatable CPU (KAI's CPU spread score).
+    fn cpu_share(&self, node: usize) -> i64 {
+        share_key(self.nodes[node].free.cpu, self.meta[node].allocatable.cpu)
+    }
+
     /// Applies a pod to its slot's node (`sign` as [`Self::apply`]) and moves the node in the
     /// indexes whose key changed (a CPU-only pod leaves the GPU indexes as they are).
     fn apply_indexed(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
@@ -289,9 +359,33 @@ impl<'s> ClusterState<'s> {
         let before = &self.nodes[node];
         let (whole, cpu, gpu) = (before.whole, before.free.cpu, before.free.gpu);
         let shared = !slot.devices.is_empty() && shared_room(&before.devices) > 0;
+        let (gpu_share, cpu_share) = (
+            self.gpu_shares.then(|| self.gpu_share(node)),
+            self.cpu_shares.then(|| self.cpu_share(node)),
+        );
         self.apply(slot, pod, sign);
         if !self.schedulable[node] {
             return;
+        }
+        if let Some(before) = gpu_share
+            && !self.nodes[node].devices.is_empty()
+        {
+            let now = self.gpu_share(node);
+            if now != before {
+                self.by_gpu_share.remove(&(before, node));
+                self.by_gpu_share.insert((now, node));
+            }
+        }
+        if let Some(before) = cpu_share {
+            let now = self.cpu_share(node);
+            if now != before {
+                self.by_cpu_share.remove(&(before, node));
+                self.by_cpu_share.insert((now, node));
+                if self.cpu_only[node] {
+                    self.by_cpu_plain_share.remove(&(before, node));
+                    self.by_cpu_plain_share.insert((now, node));
+                }
+            }
         }
         let after = &self.nodes[node];
         if after.whole != whole {
@@ -325,7 +419,16 @@ impl<'s> ClusterState<'s> {
                 && self.by_free_gpu.contains(&(after.free.gpu, node))
                 && (!self.cpu_only[node] || self.by_cpu_plain.contains(&(after.free.cpu, node)))
                 && (shared_room(&after.devices) > 0)
-                    == self.by_shared_room.contains(&(after.free.gpu, node)),
+                    == self.by_shared_room.contains(&(after.free.gpu, node))
+                && (!self.gpu_shares
+                    || after.devices.is_empty()
+                    || self.by_gpu_share.contains(&(self.gpu_share(node), node)))
+                && (!self.cpu_shares
+                    || self.by_cpu_share.contains(&(self.cpu_share(node), node))
+                        && (!self.cpu_only[node]
+                            || self
+                                .by_cpu_plain_share
+                                .contains(&(self.cpu_share(node), node)))),
             "node {node} is out of its indexes"
         );
     }
@@ -808,15 +911,25 @@ impl<'s> ClusterState<'s> {
 
     /// What orders candidates under a strategy: nodes with the same key are equal to it. For
     /// a pod asking no GPU, a node without GPUs is never equal to one with them (see
-    /// [`Self::by_strategy`]).
-    pub fn strategy_key(&self, node: usize, pod: &Pod) -> i64 {
+    /// [`Self::by_strategy`]). Binpack ranks what is free; spread ranks it as a share of the
+    /// node's (KAI's `nodeplacement`: pack scores the free amount between the fitting nodes'
+    /// least and most, spread `nonAllocated / resourceCount`).
+    pub fn strategy_key(&self, node: usize, pod: &Pod, strategy: Strategy) -> i64 {
         let n = &self.nodes[node];
-        if pod.request.gpu > 0 && !pod.fractional {
+        let spread = strategy == Strategy::Spread;
+        if pod.request.gpu > 0 && spread && self.gpu_shares {
+            self.gpu_share(node)
+        } else if pod.request.gpu > 0 && !pod.fractional && !spread {
             i64::from(n.whole)
         } else if pod.request.gpu > 0 {
             n.free.gpu
         } else if !pod.asks_gpu() {
-            n.free.cpu * 2 + i64::from(!self.cpu_only[node])
+            let free = if spread && self.cpu_shares {
+                self.cpu_share(node)
+            } else {
+                n.free.cpu
+            };
+            free * 2 + i64::from(!self.cpu_only[node])
         } else {
             n.free.cpu
         }
@@ -829,12 +942,17 @@ impl<'s> ClusterState<'s> {
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
         if pod.request.gpu > 0 && !pod.fractional {
             let need = ((pod.request.gpu + DEVICE - 1) / DEVICE) as u32;
-            let range = self.by_gpu.range((need, 0)..);
-            let keyed = move |&(k, n): &(u32, usize)| (i64::from(k), n);
             let gpu_ok = move |n: usize| self.nodes[n].whole >= need;
             match strategy {
-                Strategy::Binpack => self.with_cpu(pod, range.map(keyed), gpu_ok, strategy),
-                Strategy::Spread => self.with_cpu(pod, range.rev().map(keyed), gpu_ok, strategy),
+                Strategy::Binpack => {
+                    let range = self.by_gpu.range((need, 0)..);
+                    let keyed = move |&(k, n): &(u32, usize)| (i64::from(k), n);
+                    self.with_cpu(pod, range.map(keyed), gpu_ok, strategy)
+                }
+                Strategy::Spread => {
+                    let range = self.spread_by_gpu(i64::from(need) * DEVICE);
+                    self.with_cpu(pod, range, gpu_ok, strategy)
+                }
             }
         } else if pod.request.gpu > 0 {
             let need = pod.request.gpu;
@@ -844,10 +962,15 @@ impl<'s> ClusterState<'s> {
                 node.free.gpu >= need
                     && node.devices.iter().filter(|&&f| f >= share).count() >= count
             };
-            let range = self.by_free_gpu.range((need, 0)..).copied();
             match strategy {
-                Strategy::Binpack => self.with_cpu(pod, range, gpu_ok, strategy),
-                Strategy::Spread => self.with_cpu(pod, range.rev(), gpu_ok, strategy),
+                Strategy::Binpack => {
+                    let range = self.by_free_gpu.range((need, 0)..).copied();
+                    self.with_cpu(pod, range, gpu_ok, strategy)
+                }
+                Strategy::Spread => {
+                    let range = self.spread_by_gpu(need);
+                    self.with_cpu(pod, range, gpu_ok, strategy)
+                }
             }
         } else if pod.asks_gpu() {
             // MIG instances only: the CPU order, every node alike.
@@ -860,17 +983,54 @@ impl<'s> ClusterState<'s> {
             // KAI's `resourcetype` plugin scores a node without GPUs 10 for a pod asking none,
             // above any strategy's score (`nodeplacement`: 0 to 9): those nodes first, then the
             // GPU nodes, each in the strategy's order.
-            let from = (pod.request.cpu, 0);
-            let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
+            let cpu = pod.request.cpu;
             let gpu_nodes = move |&&(_, n): &&(i64, usize)| !self.cpu_only[n];
             let node = |&(_, n): &(i64, usize)| n;
             match strategy {
-                Strategy::Binpack => Box::new(plain.chain(all.filter(gpu_nodes)).map(node)),
-                Strategy::Spread => {
+                Strategy::Binpack => {
+                    let from = (cpu, 0);
+                    let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
+                    Box::new(plain.chain(all.filter(gpu_nodes)).map(node))
+                }
+                Strategy::Spread if !self.cpu_shares => {
+                    let from = (cpu, 0);
+                    let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
                     Box::new(plain.rev().chain(all.rev().filter(gpu_nodes)).map(node))
+                }
+                Strategy::Spread => {
+                    // No node whose free share is below `cpu / most_cpu` has `cpu` free.
+                    let least = share_key(cpu, self.most_cpu);
+                    let enough = move |&&(k, _): &&(i64, usize)| k >= least;
+                    let (plain, all) = (
+                        self.by_cpu_plain_share.iter().rev().take_while(enough),
+                        self.by_cpu_share.iter().rev().take_while(enough),
+                    );
+                    Box::new(
+                        plain
+                            .chain(all.filter(gpu_nodes))
+                            .map(node)
+                            .filter(move |&n| self.nodes[n].free.cpu >= cpu),
+                    )
                 }
             }
         }
+    }
+
+    /// The nodes by free GPU share, the largest first (with their [`Self::strategy_key`]), as
+    /// far as one could hold `need` GPU thousandths: by the amount where every node has as
+    /// many devices, else by the share, down to `need / most_devices`, below which none can.
+    fn spread_by_gpu(&self, need: i64) -> Box<dyn Iterator<Item = (i64, usize)> + '_> {
+        if !self.gpu_shares {
+            return Box::new(self.by_free_gpu.range((need, 0)..).rev().copied());
+        }
+        let least = share_key(need, self.most_devices * DEVICE);
+        Box::new(
+            self.by_gpu_share
+                .iter()
+                .rev()
+                .take_while(move |&&(k, _)| k >= least)
+                .copied(),
+        )
     }
 
     /// The nodes of a GPU index range (`(key, node)` in strategy order) that pass `gpu_ok` and
@@ -904,7 +1064,7 @@ impl<'s> ClusterState<'s> {
             rest: None,
             has_cpu: move |n: usize| self.nodes[n].free.cpu >= cpu,
             gpu_ok,
-            key: move |n: usize| self.strategy_key(n, pod),
+            key: move |n: usize| self.strategy_key(n, pod, strategy),
             ascending: strategy == Strategy::Binpack,
         })
     }
@@ -962,6 +1122,17 @@ fn shared_room(devices: &[i64]) -> i64 {
         .filter(|&f| f > 0 && f < DEVICE)
         .max()
         .unwrap_or(0)
+}
+
+/// `free / total` as an integer that orders shares exactly: the share in units of 2^-50 (two
+/// shares of totals up to 2^24 differ by at least 2^-48, so distinct shares never meet, and
+/// equal ones are equal). No share (total 0, or nothing free) is 0.
+fn share_key(free: i64, total: i64) -> i64 {
+    if total <= 0 || free <= 0 {
+        return 0;
+    }
+    let share = (i128::from(free.min(total)) << 50) / i128::from(total);
+    i64::try_from(share).unwrap_or(i64::MAX)
 }
 
 /// See [`ClusterState::with_cpu`].

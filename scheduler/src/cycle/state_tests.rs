@@ -37,16 +37,27 @@ fn pod(gpu: i64, cpu: i64, fractional: bool, shared_devices: u32) -> Pod {
 
 /// What [`ClusterState::candidates`] must give: every schedulable node with the pod's CPU free
 /// and room on its GPU devices (whole devices, or devices with the share free), in strategy
-/// order (binpack: by the GPU key ascending, then index; spread: both descending). A pod asking
-/// no GPU takes the nodes without GPUs first, each class in strategy order (KAI's
-/// `resourcetype` plugin: its 10 points are above any strategy's 0 to 9).
+/// order. Binpack: by what is free ascending (whole devices, GPU thousandths for a shared pod,
+/// CPU for a pod asking no GPU), then index. Spread: by the share of the node that is free
+/// descending (free GPU thousandths over its devices' for a GPU pod, free CPU over its
+/// allocatable CPU for a pod asking none: KAI's `nodeplacement/spread.go`), then index
+/// descending. A pod asking no GPU takes the nodes without GPUs first, each class in strategy
+/// order (KAI's `resourcetype` plugin: its 10 points are above any strategy's 0 to 9).
 fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usize> {
-    let mut found: Vec<(i64, usize)> = (0..state.len())
+    let spread = strategy == Placement::Spread;
+    // (free, of, node): the key is free / of, compared exactly.
+    let mut found: Vec<(i64, i64, usize)> = (0..state.len())
         .filter(|&n| state.schedulable(n) && state.admits(n, pod))
         .filter_map(|n| {
             let free = &state.nodes[n];
+            let gpu_share = (free.free.gpu, free.devices.len() as i64 * DEVICE, n);
             if pod.request.gpu == 0 {
-                return (free.free.cpu >= pod.request.cpu).then_some((free.free.cpu, n));
+                let of = if spread {
+                    state.meta[n].allocatable.cpu
+                } else {
+                    1
+                };
+                return (free.free.cpu >= pod.request.cpu).then_some((free.free.cpu, of, n));
             }
             if free.free.cpu < pod.request.cpu {
                 return None;
@@ -54,23 +65,39 @@ fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usiz
             if pod.fractional {
                 let share = pod.share_per_device();
                 let devices = free.devices.iter().filter(|&&f| f >= share).count();
+                let key = if spread {
+                    gpu_share
+                } else {
+                    (free.free.gpu, 1, n)
+                };
                 (free.free.gpu >= pod.request.gpu && devices >= pod.shared_devices.max(1) as usize)
-                    .then_some((free.free.gpu, n))
+                    .then_some(key)
             } else {
                 let need = (pod.request.gpu + DEVICE - 1) / DEVICE;
-                (i64::from(free.whole) >= need).then_some((i64::from(free.whole), n))
+                let key = if spread {
+                    gpu_share
+                } else {
+                    (i64::from(free.whole), 1, n)
+                };
+                (i64::from(free.whole) >= need).then_some(key)
             }
         })
         .collect();
-    found.sort_unstable();
-    if strategy == Placement::Spread {
+    found.sort_unstable_by(|&(a, of_a, m), &(b, of_b, n)| {
+        let (a, b) = (
+            i128::from(a) * i128::from(of_b),
+            i128::from(b) * i128::from(of_a),
+        );
+        a.cmp(&b).then(m.cmp(&n))
+    });
+    if spread {
         found.reverse();
     }
     if !pod.asks_gpu() {
         // Stable: each class keeps the strategy's order.
-        found.sort_by_key(|&(_, n)| !state.cpu_only[n]);
+        found.sort_by_key(|&(_, _, n)| !state.cpu_only[n]);
     }
-    found.into_iter().map(|(_, n)| n).collect()
+    found.into_iter().map(|(_, _, n)| n).collect()
 }
 
 /// What [`ClusterState::on_used_shared_devices`] must give a shared pod: every schedulable node
@@ -139,8 +166,18 @@ proptest! {
         snapshot in cluster(),
         shape in (0i64..=4, 0i64..=12, 0u8..3, 1u32..=2),
         spread in any::<bool>(),
+        alike in any::<bool>(),
     ) {
-        let (state, _) = ClusterState::new(&snapshot);
+        // Nodes alike (spread ranks them by the amounts' indexes) or not (by the shares').
+        let mut snapshot = snapshot;
+        if alike {
+            let first = snapshot.nodes[0].allocatable;
+            for n in &mut snapshot.nodes {
+                n.allocatable = first;
+            }
+        }
+        let (mut state, _) = ClusterState::new(&snapshot);
+        state.index_shares(true, true);
         let (gpus, cores, kind, shared) = shape;
         let pod = match kind {
             0 => pod(gpus.max(1) * DEVICE, cores * 1000, false, 0),

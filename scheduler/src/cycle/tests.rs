@@ -611,6 +611,58 @@ fn a_shared_pod_joins_a_used_device_first_under_binpack() {
     assert_eq!(binds(&cycle(&p("spread"), &s(2, 8, 500), 0)), to("n2"));
 }
 
+/// KAI's spread scores a node by the share of it that is free, not the amount
+/// (`nodeplacement/spread.go: nodeResourceSpread`, `nonAllocated / resourceCount`). n1 has 8
+/// GPUs, 4 free (a half); n2 has 2 GPUs, both free (all of it): a 1-GPU pod goes to n2 though
+/// n1 has more free. With n2 half used too, the two are equal and the later node wins the tie,
+/// as among equal amounts. A pod asking no GPU, on two nodes without GPUs, goes by its CPU the
+/// same way: c1 has 32 of 64 cores free, c2 6 of 8: c2.
+#[test]
+fn spread_takes_the_node_with_the_largest_share_free() {
+    let p = policy(&format!(
+        "cluster \"c\" {{ placement gpu=spread cpu=spread }}\n{TWO_TEAMS}"
+    ));
+    let cores = |name: &str, total: i64| Node {
+        allocatable: Amounts {
+            gpu: 0,
+            cpu: total * 1000,
+            memory: 512 << 30,
+        },
+        ..node(name, 0)
+    };
+    let busy = |name: &str, on: &str, gpus: i64, cpu: i64| Pod {
+        request: Amounts {
+            gpu: gpus * 1000,
+            cpu: cpu * 1000,
+            memory: 1 << 30,
+        },
+        ..running(pod("b", name, gpus), on, 0)
+    };
+    let s = |n2_used: i64| Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 8), node("n2", 2)],
+        pods: [busy("on-n1", "n1", 4, 1), pod("a", "new", 1)]
+            .into_iter()
+            .chain((n2_used > 0).then(|| busy("on-n2", "n2", n2_used, 1)))
+            .collect(),
+        groups: vec![],
+    };
+    let to = |node: &str| vec![("a/new".to_string(), node.to_string())];
+    assert_eq!(binds(&cycle(&p, &s(0), 0)), to("n2"));
+    assert_eq!(binds(&cycle(&p, &s(1), 0)), to("n2"));
+    let cpu = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![cores("c1", 64), cores("c2", 8)],
+        pods: vec![
+            busy("on-c1", "c1", 0, 32),
+            busy("on-c2", "c2", 0, 2),
+            pod("a", "new", 0),
+        ],
+        groups: vec![],
+    };
+    assert_eq!(binds(&cycle(&p, &cpu, 0)), to("c2"));
+}
+
 #[test]
 fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_device() {
     let p = policy(TWO_TEAMS);
