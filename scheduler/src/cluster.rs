@@ -265,6 +265,12 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// Whether it is one of KAI's binder's GPU reservation pods (label `app` is
+    /// [`RESERVATION_APP`]).
+    pub fn is_gpu_reservation(&self) -> bool {
+        self.labels.get("app").is_some_and(|a| a == RESERVATION_APP)
+    }
+
     /// `namespace/name`, how decisions name pods.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)

@@ -438,10 +438,13 @@ impl GroupMarks {
             if g.stale_since.is_none() {
                 g.stale_since = self.stale.get(&key).copied();
             }
-            if let Some(&at) = self.started.get(&key) {
+            // A group made again under the same name since a mark does not inherit it.
+            let mark =
+                |map: &BTreeMap<String, Time>| map.get(&key).copied().filter(|&at| at >= g.created);
+            if let Some(at) = mark(&self.started) {
                 g.last_start = g.last_start.max(Some(at));
             }
-            if let Some(&at) = self.evicted.get(&key) {
+            if let Some(at) = mark(&self.evicted) {
                 g.last_evicted = g.last_evicted.max(Some(at));
             }
         }

@@ -578,7 +578,8 @@ impl Context<'_> {
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let mut slots = place_gang(self.state, self.snapshot, pods, &plan)?;
         // KAI's allocated pods: bound or placed, not pipelined, not being deleted.
-        let allocated_before = self.active_count(job) - self.pipelined[job];
+        // (A pod being deleted that was nominated counts as pipelined but not as active.)
+        let allocated_before = self.active_count(job).saturating_sub(self.pipelined[job]);
         let mut pipelined = vec![false; slots.len()];
         if plan.strategy == Strategy::Binpack && !self.releasing.is_empty() {
             for (at, (p, slot)) in slots.iter_mut().enumerate() {

@@ -391,7 +391,14 @@ fn capacity(snapshot: &Snapshot) -> Amounts {
         total.cpu += n.allocatable.cpu;
         total.memory += n.allocatable.memory;
     }
-    for p in snapshot.pods.iter().filter(|p| p.foreign) {
+    // KAI takes off what other schedulers' pods hold, but not its own utility pods, its
+    // binder's GPU reservation pods among them (`proportion.go: getNodeResources`,
+    // `pod_info.IsKaiUtilityPod`).
+    for p in snapshot
+        .pods
+        .iter()
+        .filter(|p| p.foreign && !p.is_gpu_reservation())
+    {
         if p.node.as_deref().is_some_and(|n| usable.contains(n)) {
             total.gpu -= p.request.gpu + crate::cluster::mig_gpus(&p.extended);
             total.cpu -= p.request.cpu;

@@ -339,12 +339,13 @@ impl<'s> ClusterState<'s> {
         }
     }
 
-    /// A node's free GPU as a share of its devices (KAI's GPU spread score,
+    /// A node's whole free devices as a share of its devices (KAI's GPU spread score,
     /// `nodeplacement/spread.go: nodeResourceSpread`: idle and releasing GPUs over the node's
-    /// GPU count).
+    /// GPU count, where a device a shared pod uses is no longer idle,
+    /// `gpu_sharing_node_info.go`; its `nodespread_test.go`: "based on free whole gpus").
     fn gpu_share(&self, node: usize) -> i64 {
         let n = &self.nodes[node];
-        share_key(n.free.gpu, n.devices.len() as i64 * DEVICE)
+        share_key(i64::from(n.whole), n.devices.len() as i64)
     }
 
     /// A node's free CPU as a share of its allocatable CPU (KAI's CPU spread score).
@@ -919,7 +920,7 @@ impl<'s> ClusterState<'s> {
         let spread = strategy == Strategy::Spread;
         if pod.request.gpu > 0 && spread && self.gpu_shares {
             self.gpu_share(node)
-        } else if pod.request.gpu > 0 && !pod.fractional && !spread {
+        } else if pod.request.gpu > 0 && (!pod.fractional || spread) {
             i64::from(n.whole)
         } else if pod.request.gpu > 0 {
             n.free.gpu
@@ -950,7 +951,7 @@ impl<'s> ClusterState<'s> {
                     self.with_cpu(pod, range.map(keyed), gpu_ok, strategy)
                 }
                 Strategy::Spread => {
-                    let range = self.spread_by_gpu(i64::from(need) * DEVICE);
+                    let range = self.spread_by_gpu(need);
                     self.with_cpu(pod, range, gpu_ok, strategy)
                 }
             }
@@ -968,7 +969,8 @@ impl<'s> ClusterState<'s> {
                     self.with_cpu(pod, range, gpu_ok, strategy)
                 }
                 Strategy::Spread => {
-                    let range = self.spread_by_gpu(need);
+                    // A device with room for a share need not be whole: every node.
+                    let range = self.spread_by_gpu(0);
                     self.with_cpu(pod, range, gpu_ok, strategy)
                 }
             }
@@ -1016,14 +1018,16 @@ impl<'s> ClusterState<'s> {
         }
     }
 
-    /// The nodes by free GPU share, the largest first (with their [`Self::strategy_key`]), as
-    /// far as one could hold `need` GPU thousandths: by the amount where every node has as
-    /// many devices, else by the share, down to `need / most_devices`, below which none can.
-    fn spread_by_gpu(&self, need: i64) -> Box<dyn Iterator<Item = (i64, usize)> + '_> {
+    /// The nodes by the share of their devices free whole, the largest first (with their
+    /// [`Self::strategy_key`]), as far as one could have `need` whole devices free: by the count
+    /// where every node has as many devices, else by the share, down to `need / most_devices`,
+    /// below which none can.
+    fn spread_by_gpu(&self, need: u32) -> Box<dyn Iterator<Item = (i64, usize)> + '_> {
         if !self.gpu_shares {
-            return Box::new(self.by_free_gpu.range((need, 0)..).rev().copied());
+            let keyed = |&(k, n): &(u32, usize)| (i64::from(k), n);
+            return Box::new(self.by_gpu.range((need, 0)..).rev().map(keyed));
         }
-        let least = share_key(need, self.most_devices * DEVICE);
+        let least = share_key(i64::from(need), self.most_devices);
         Box::new(
             self.by_gpu_share
                 .iter()

@@ -39,8 +39,8 @@ fn pod(gpu: i64, cpu: i64, fractional: bool, shared_devices: u32) -> Pod {
 /// and room on its GPU devices (whole devices, or devices with the share free), in strategy
 /// order. Binpack: by what is free ascending (whole devices, GPU thousandths for a shared pod,
 /// CPU for a pod asking no GPU), then index. Spread: by the share of the node that is free
-/// descending (free GPU thousandths over its devices' for a GPU pod, free CPU over its
-/// allocatable CPU for a pod asking none: KAI's `nodeplacement/spread.go`), then index
+/// descending (whole free devices over its devices for a GPU pod, shared or not; free CPU over
+/// its allocatable CPU for a pod asking none: KAI's `nodeplacement/spread.go`), then index
 /// descending. A pod asking no GPU takes the nodes without GPUs first, each class in strategy
 /// order (KAI's `resourcetype` plugin: its 10 points are above any strategy's 0 to 9).
 fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usize> {
@@ -50,7 +50,7 @@ fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usiz
         .filter(|&n| state.schedulable(n) && state.admits(n, pod))
         .filter_map(|n| {
             let free = &state.nodes[n];
-            let gpu_share = (free.free.gpu, free.devices.len() as i64 * DEVICE, n);
+            let gpu_share = (i64::from(free.whole), free.devices.len() as i64, n);
             if pod.request.gpu == 0 {
                 let of = if spread {
                     state.meta[n].allocatable.cpu
@@ -176,7 +176,7 @@ proptest! {
                 n.allocatable = first;
             }
         }
-        let (mut state, _) = ClusterState::new(&snapshot);
+        let (mut state, slots) = ClusterState::new(&snapshot);
         state.index_shares(true, true);
         let (gpus, cores, kind, shared) = shape;
         let pod = match kind {
@@ -185,6 +185,18 @@ proptest! {
             _ => pod(0, cores * 1000, false, 0),
         };
         let strategy = if spread { Placement::Spread } else { Placement::Binpack };
+        let got: Vec<usize> = state.candidates(&pod, strategy).collect();
+        prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
+        // The indexes follow the nodes as pods leave and one comes back.
+        let leaving: Vec<usize> = (0..snapshot.pods.len())
+            .filter(|&p| p % 3 == 0 && slots[p].is_some())
+            .collect();
+        for &p in &leaving {
+            state.release(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
+        }
+        if let Some(&p) = leaving.first() {
+            state.take(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
+        }
         let got: Vec<usize> = state.candidates(&pod, strategy).collect();
         prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
     }

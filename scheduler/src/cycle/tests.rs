@@ -498,6 +498,46 @@ fn min_runtime_counts_from_the_pod_groups_last_start() {
     assert_eq!(evicted(&cycle(&p, &snapshot(0, None), 700)).len(), 1);
 }
 
+/// A pending pod being deleted that is nominated counts as pipelined but not as active: the
+/// job's next turn must not take the one from the other (found by review; it overflowed).
+/// n1 has 4 GPUs: a 2-GPU pod being deleted, a running 1-GPU pod, 1 GPU idle. Elastic a/e
+/// (minimum 1): e-0 (2 GPUs, pending, being deleted) is nominated onto the releasing room,
+/// e-1 (1 GPU) binds on the idle one.
+#[test]
+fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
+    let p = policy(TWO_TEAMS);
+    let (pods, group) = gang("a", "e", 2, 1, 1);
+    let mut pods = pods.into_iter();
+    let e0 = Pod {
+        terminating: true,
+        request: Amounts {
+            gpu: 2000,
+            cpu: 1000,
+            memory: 1 << 30,
+        },
+        ..pods.next().unwrap()
+    };
+    let leaving = Pod {
+        terminating: true,
+        ..running(pod("b", "leaving", 2), "n1", 0)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4)],
+        pods: vec![leaving, running(pod("b", "stays", 1), "n1", 0), e0]
+            .into_iter()
+            .chain(pods)
+            .collect(),
+        groups: vec![group],
+    };
+    let r = cycle(&p, &s, 10);
+    assert!(
+        r.decisions.iter().any(|d| matches!(d, Decision::Bind { pod, .. } if pod == "a/e-1")),
+        "{:#?}",
+        r.decisions
+    );
+}
+
 /// KAI's allocate marks a job started when it binds it with none of its pods allocated
 /// before, not pipelined (`allocate.go: setLastStartTimestamp`): a gang that starts is
 /// marked; an elastic job that grows by a pod is not; a pod with no PodGroup has nowhere to
@@ -521,6 +561,55 @@ fn a_cycle_marks_the_groups_it_starts() {
     assert_eq!(binds(&r).len(), 4, "{:#?}", r.decisions);
     assert_eq!(r.started, vec!["a/g".to_string()]);
     assert!(r.evicted.is_empty());
+}
+
+/// What the fair shares divide is the nodes' allocatable less what other schedulers' pods
+/// hold there, but KAI's own utility pods, its binder's GPU reservation pods among them, are
+/// not taken off (`proportion.go: getNodeResources`, `pod_info.IsKaiUtilityPod`). n1 has 4
+/// cores; a pod of another scheduler holds 1, a reservation pod 1; queue a asks 8 cores: its
+/// CPU fair share is 3 cores, not 2.
+#[test]
+fn fair_shares_count_the_room_of_kais_reservation_pods() {
+    let p = policy("queue \"a\" { cpu quota=0; namespaces \"a\" }");
+    let mut n1 = node("n1", 1);
+    n1.allocatable.cpu = 4_000;
+    let holding = |name: &str, reservation: bool| {
+        let mut p = Pod {
+            foreign: true,
+            request: Amounts {
+                gpu: 0,
+                cpu: 1_000,
+                memory: 1 << 20,
+            },
+            ..running(pod("kai-resource-reservation", name, 0), "n1", 0)
+        };
+        if reservation {
+            p.labels
+                .insert("app".into(), crate::cluster::RESERVATION_APP.into());
+        }
+        p
+    };
+    let wants = |name: &str| Pod {
+        request: Amounts {
+            gpu: 0,
+            cpu: 4_000,
+            memory: 1 << 20,
+        },
+        ..pod("a", name, 0)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![n1],
+        pods: vec![
+            holding("other", false),
+            holding("gpu-reservation-n1-x1", true),
+            wants("w1"),
+            wants("w2"),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 0);
+    assert_eq!(r.shares.queues[0].cpu.fair_share, 3_000);
 }
 
 /// A pod asking half of one shared GPU.
@@ -612,8 +701,9 @@ fn a_shared_pod_joins_a_used_device_first_under_binpack() {
 }
 
 /// KAI's spread scores a node by the share of it that is free, not the amount
-/// (`nodeplacement/spread.go: nodeResourceSpread`, `nonAllocated / resourceCount`). n1 has 8
-/// GPUs, 4 free (a half); n2 has 2 GPUs, both free (all of it): a 1-GPU pod goes to n2 though
+/// (`nodeplacement/spread.go: nodeResourceSpread`, `nonAllocated / resourceCount`: whole free
+/// GPUs over the node's GPUs). n1 has 8 GPUs, 4 free (a half); n2 has 2 GPUs, both free (all of
+/// it): a 1-GPU pod goes to n2 though
 /// n1 has more free. With n2 half used too, the two are equal and the later node wins the tie,
 /// as among equal amounts. A pod asking no GPU, on two nodes without GPUs, goes by its CPU the
 /// same way: c1 has 32 of 64 cores free, c2 6 of 8: c2.
