@@ -807,28 +807,22 @@ fn read_group(
         })
         .transpose()
     };
-    let stale_since = match group.metadata.annotations.get(STALE_ANNOTATION) {
-        None => None,
-        Some(t) => Some(clock(t.parse::<Timestamp>().map_err(|e| {
-            format!("metadata.annotations.{STALE_ANNOTATION}: `{t}` is not an RFC 3339 time: {e}")
-        })?)),
+    // KAI's time annotations, in RFC 3339.
+    let time = |key: &str| -> Result<Option<Time>, String> {
+        group
+            .metadata
+            .annotations
+            .get(key)
+            .map(|t| {
+                t.parse::<Timestamp>().map(&clock).map_err(|e| {
+                    format!("metadata.annotations.{key}: `{t}` is not an RFC 3339 time: {e}")
+                })
+            })
+            .transpose()
     };
-    let last_evicted = match group.metadata.annotations.get(LAST_EVICTION_ANNOTATION) {
-        None => None,
-        Some(t) => Some(clock(t.parse::<Timestamp>().map_err(|e| {
-            format!(
-                "metadata.annotations.{LAST_EVICTION_ANNOTATION}: `{t}` is not an RFC 3339 time: {e}"
-            )
-        })?)),
-    };
-    let last_start = match group.metadata.annotations.get(LAST_START_ANNOTATION) {
-        None => None,
-        Some(t) => Some(clock(t.parse::<Timestamp>().map_err(|e| {
-            format!(
-                "metadata.annotations.{LAST_START_ANNOTATION}: `{t}` is not an RFC 3339 time: {e}"
-            )
-        })?)),
-    };
+    let stale_since = time(STALE_ANNOTATION)?;
+    let last_evicted = time(LAST_EVICTION_ANNOTATION)?;
+    let last_start = time(LAST_START_ANNOTATION)?;
     let topology = spec.topology_constraint.unwrap_or_default();
     Ok(PodGroup {
         namespace: group.metadata.namespace.unwrap_or_else(|| "default".into()),

@@ -122,6 +122,23 @@ fn sharing_by_the_rule(state: &ClusterState, pod: &Pod) -> Vec<usize> {
     found.into_iter().map(|(_, n)| n).collect()
 }
 
+/// Every third bound pod leaves; then the first of them comes back.
+fn leave_and_come_back(
+    state: &mut ClusterState,
+    snapshot: &Snapshot,
+    slots: &[Option<super::Slot>],
+) {
+    let leaving: Vec<usize> = (0..snapshot.pods.len())
+        .filter(|&p| p % 3 == 0 && slots[p].is_some())
+        .collect();
+    for &p in &leaving {
+        state.release(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
+    }
+    if let Some(&p) = leaving.first() {
+        state.take(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
+    }
+}
+
 prop_compose! {
     /// A cluster of up to 40 nodes with pods bound on them, whole-GPU, shared-GPU and CPU-only.
     fn cluster()(
@@ -188,15 +205,7 @@ proptest! {
         let got: Vec<usize> = state.candidates(&pod, strategy).collect();
         prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
         // The indexes follow the nodes as pods leave and one comes back.
-        let leaving: Vec<usize> = (0..snapshot.pods.len())
-            .filter(|&p| p % 3 == 0 && slots[p].is_some())
-            .collect();
-        for &p in &leaving {
-            state.release(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
-        }
-        if let Some(&p) = leaving.first() {
-            state.take(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
-        }
+        leave_and_come_back(&mut state, &snapshot, &slots);
         let got: Vec<usize> = state.candidates(&pod, strategy).collect();
         prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
     }
@@ -213,16 +222,7 @@ proptest! {
         let pod = pod(250 * quarters, cores * 1000, true, 1);
         let got: Vec<usize> = state.on_used_shared_devices(&pod, false).collect();
         prop_assert_eq!(got, sharing_by_the_rule(&state, &pod));
-        // Every third bound pod leaves; then the first of them comes back.
-        let leaving: Vec<usize> = (0..snapshot.pods.len())
-            .filter(|&p| p % 3 == 0 && slots[p].is_some())
-            .collect();
-        for &p in &leaving {
-            state.release(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
-        }
-        if let Some(&p) = leaving.first() {
-            state.take(slots[p].as_ref().unwrap(), &snapshot.pods[p]);
-        }
+        leave_and_come_back(&mut state, &snapshot, &slots);
         let got: Vec<usize> = state.on_used_shared_devices(&pod, false).collect();
         prop_assert_eq!(got, sharing_by_the_rule(&state, &pod));
     }

@@ -532,7 +532,9 @@ fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
     };
     let r = cycle(&p, &s, 10);
     assert!(
-        r.decisions.iter().any(|d| matches!(d, Decision::Bind { pod, .. } if pod == "a/e-1")),
+        r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Bind { pod, .. } if pod == "a/e-1")),
         "{:#?}",
         r.decisions
     );
