@@ -116,11 +116,13 @@ pub struct ClusterState<'s> {
     cpu_only: Vec<bool>,
     /// The schedulable nodes without GPUs by (free CPU, index): where CPU-only pods look first.
     by_cpu_plain: BTreeSet<(i64, usize)>,
-    /// The schedulable nodes with a shared device partly used and not full, by (free GPU
-    /// thousandths, index): where shared pods look first under binpack.
-    by_shared_room: BTreeSet<(i64, usize)>,
-    /// Schedulable nodes by (free GPU thousandths, index): where fractional pods look.
-    by_free_gpu: BTreeSet<(i64, usize)>,
+    /// The schedulable nodes with a shared device partly used and not full, by ([`Packed`],
+    /// index): where shared pods look first under binpack.
+    by_shared_room: BTreeSet<(Packed, usize)>,
+    /// Schedulable nodes by ([`Packed`], index): where fractional pods look.
+    by_free_gpu: BTreeSet<(Packed, usize)>,
+    /// The most devices of a node: the last whole-device count [`Packed`] keys can have.
+    most_whole: u32,
     /// Whether spread ranks GPU nodes, and CPU, by a share of the node kept in its own index
     /// ([`Self::index_shares`]); otherwise every node has as much of it as the others, and the
     /// amounts' indexes give the same order.
@@ -209,6 +211,12 @@ impl<'s> ClusterState<'s> {
             by_cpu_plain: BTreeSet::new(),
             by_shared_room: BTreeSet::new(),
             by_free_gpu: BTreeSet::new(),
+            most_whole: snapshot
+                .nodes
+                .iter()
+                .map(|n| n.gpu_devices() as u32)
+                .max()
+                .unwrap_or(0),
             gpu_shares: false,
             cpu_shares: false,
             by_gpu_share: BTreeSet::new(),
@@ -296,12 +304,12 @@ impl<'s> ClusterState<'s> {
         let n = &self.nodes[node];
         self.by_gpu.insert((n.whole, node));
         self.by_cpu.insert((n.free.cpu, node));
-        self.by_free_gpu.insert((n.free.gpu, node));
+        self.by_free_gpu.insert(((n.whole, n.free.gpu), node));
         if self.cpu_only[node] {
             self.by_cpu_plain.insert((n.free.cpu, node));
         }
         if shared_room(&n.devices) > 0 {
-            self.by_shared_room.insert((n.free.gpu, node));
+            self.by_shared_room.insert(((n.whole, n.free.gpu), node));
         }
     }
 
@@ -401,26 +409,31 @@ impl<'s> ClusterState<'s> {
                 self.by_cpu_plain.insert((after.free.cpu, node));
             }
         }
-        if after.free.gpu != gpu {
-            self.by_free_gpu.remove(&(gpu, node));
-            self.by_free_gpu.insert((after.free.gpu, node));
+        let (packed, packed_now) = ((whole, gpu), (after.whole, after.free.gpu));
+        if packed_now != packed {
+            self.by_free_gpu.remove(&(packed, node));
+            self.by_free_gpu.insert((packed_now, node));
         }
         if !slot.devices.is_empty() {
-            let (free, now) = (after.free.gpu, shared_room(&after.devices) > 0);
+            let now = shared_room(&after.devices) > 0;
             if shared {
-                self.by_shared_room.remove(&(gpu, node));
+                self.by_shared_room.remove(&(packed, node));
             }
             if now {
-                self.by_shared_room.insert((free, node));
+                self.by_shared_room.insert((packed_now, node));
             }
         }
         debug_assert!(
             self.by_gpu.contains(&(after.whole, node))
                 && self.by_cpu.contains(&(after.free.cpu, node))
-                && self.by_free_gpu.contains(&(after.free.gpu, node))
+                && self
+                    .by_free_gpu
+                    .contains(&((after.whole, after.free.gpu), node))
                 && (!self.cpu_only[node] || self.by_cpu_plain.contains(&(after.free.cpu, node)))
                 && (shared_room(&after.devices) > 0)
-                    == self.by_shared_room.contains(&(after.free.gpu, node))
+                    == self
+                        .by_shared_room
+                        .contains(&((after.whole, after.free.gpu), node))
                 && (!self.gpu_shares
                     || after.devices.is_empty()
                     || self.by_gpu_share.contains(&(self.gpu_share(node), node)))
@@ -897,9 +910,8 @@ impl<'s> ClusterState<'s> {
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
         let share = pod.share_per_device();
         Box::new(
-            self.by_shared_room
-                .range((pod.request.gpu, 0)..)
-                .map(|&(_, n)| n)
+            packed_from(&self.by_shared_room, pod.request.gpu, self.most_whole)
+                .map(|(_, n)| n)
                 .filter(move |&n| {
                     let node = &self.nodes[n];
                     shared_room(&node.devices) >= share && node.free.cpu >= pod.request.cpu
@@ -923,7 +935,7 @@ impl<'s> ClusterState<'s> {
         } else if pod.request.gpu > 0 && (!pod.fractional || spread) {
             i64::from(n.whole)
         } else if pod.request.gpu > 0 {
-            n.free.gpu
+            packed_key((n.whole, n.free.gpu))
         } else if !pod.asks_gpu() {
             let free = if spread && self.cpu_shares {
                 self.cpu_share(node)
@@ -965,7 +977,7 @@ impl<'s> ClusterState<'s> {
             };
             match strategy {
                 Strategy::Binpack => {
-                    let range = self.by_free_gpu.range((need, 0)..).copied();
+                    let range = packed_from(&self.by_free_gpu, need, self.most_whole);
                     self.with_cpu(pod, range, gpu_ok, strategy)
                 }
                 Strategy::Spread => {
@@ -1137,6 +1149,31 @@ fn share_key(free: i64, total: i64) -> i64 {
     }
     let share = (i128::from(free.min(total)) << 50) / i128::from(total);
     i64::try_from(share).unwrap_or(i64::MAX)
+}
+
+/// A node's whole free devices, then its free GPU thousandths: how binpack ranks nodes for a
+/// shared pod (ascending). KAI's scores count idle
+/// GPUs, which are whole devices (a device a shared pod uses is not idle,
+/// `gpu_sharing_node_info.go`); the thousandths only break the ties KAI leaves.
+type Packed = (u32, i64);
+
+/// A [`Packed`] key as one integer in the same order.
+fn packed_key((whole, gpu): Packed) -> i64 {
+    (i64::from(whole) << 40) + gpu.clamp(-(1 << 39), (1 << 39) - 1)
+}
+
+/// The nodes of a [`Packed`] index with at least `need` GPU thousandths free, in binpack
+/// order, whole-device count by count (up to `most`), with their [`packed_key`].
+fn packed_from(
+    index: &BTreeSet<(Packed, usize)>,
+    need: i64,
+    most: u32,
+) -> impl Iterator<Item = (i64, usize)> + '_ {
+    (0..=most).flat_map(move |w| {
+        index
+            .range(((w, need), 0)..=((w, i64::MAX), usize::MAX))
+            .map(|&(k, n)| (packed_key(k), n))
+    })
 }
 
 /// See [`ClusterState::with_cpu`].

@@ -37,8 +37,8 @@ fn pod(gpu: i64, cpu: i64, fractional: bool, shared_devices: u32) -> Pod {
 
 /// What [`ClusterState::candidates`] must give: every schedulable node with the pod's CPU free
 /// and room on its GPU devices (whole devices, or devices with the share free), in strategy
-/// order. Binpack: by what is free ascending (whole devices, GPU thousandths for a shared pod,
-/// CPU for a pod asking no GPU), then index. Spread: by the share of the node that is free
+/// order. Binpack: by what is free ascending (whole devices; for a shared pod whole devices,
+/// then GPU thousandths; CPU for a pod asking no GPU), then index. Spread: by the share of the node that is free
 /// descending (whole free devices over its devices for a GPU pod, shared or not; free CPU over
 /// its allocatable CPU for a pod asking none: KAI's `nodeplacement/spread.go`), then index
 /// descending. A pod asking no GPU takes the nodes without GPUs first, each class in strategy
@@ -65,11 +65,9 @@ fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usiz
             if pod.fractional {
                 let share = pod.share_per_device();
                 let devices = free.devices.iter().filter(|&&f| f >= share).count();
-                let key = if spread {
-                    gpu_share
-                } else {
-                    (free.free.gpu, 1, n)
-                };
+                // Whole free devices first (KAI's idle GPUs), then thousandths.
+                let packed = i64::from(free.whole) * 1_000_000_000 + free.free.gpu;
+                let key = if spread { gpu_share } else { (packed, 1, n) };
                 (free.free.gpu >= pod.request.gpu && devices >= pod.shared_devices.max(1) as usize)
                     .then_some(key)
             } else {
@@ -102,10 +100,10 @@ fn by_the_rule(state: &ClusterState, pod: &Pod, strategy: Placement) -> Vec<usiz
 
 /// What [`ClusterState::on_used_shared_devices`] must give a shared pod: every schedulable node
 /// with the pod's CPU free and a device some shared pod uses (neither empty nor full) with the
-/// pod's share free, by free GPU ascending, then index.
+/// pod's share free, by whole free devices ascending, then free GPU, then index.
 fn sharing_by_the_rule(state: &ClusterState, pod: &Pod) -> Vec<usize> {
     let share = pod.share_per_device();
-    let mut found: Vec<(i64, usize)> = (0..state.len())
+    let mut found: Vec<((u32, i64), usize)> = (0..state.len())
         .filter(|&n| state.schedulable(n) && state.admits(n, pod))
         .filter(|&n| {
             let free = &state.nodes[n];
@@ -116,7 +114,7 @@ fn sharing_by_the_rule(state: &ClusterState, pod: &Pod) -> Vec<usize> {
                     .iter()
                     .any(|&f| f > 0 && f < DEVICE && f >= share)
         })
-        .map(|n| (state.nodes[n].free.gpu, n))
+        .map(|n| ((state.nodes[n].whole, state.nodes[n].free.gpu), n))
         .collect();
     found.sort_unstable();
     found.into_iter().map(|(_, n)| n).collect()

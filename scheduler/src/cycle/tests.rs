@@ -755,6 +755,38 @@ fn spread_takes_the_node_with_the_largest_share_free() {
     assert_eq!(binds(&cycle(&p, &cpu, 0)), to("c2"));
 }
 
+/// Binpack ranks nodes for a shared pod by their idle GPUs, which KAI counts in whole devices
+/// (a device a shared pod uses is not idle: `gpu_sharing_node_info.go`; the pack score,
+/// `nodeplacement/pack.go`, reads `NonAllocatedResource`). n1 has 3 GPUs, two of them each
+/// 0.1 used (1 whole free, 2.8 free in all); n2 has 3, one half used (2 whole free, 2.5 in
+/// all). Both have a used device with room for a half, so KAI's `gpusharingorder` scores them
+/// alike; n1, with fewer idle GPUs, is the fuller, though it has more free in all.
+#[test]
+fn binpack_ranks_nodes_for_a_shared_pod_by_whole_free_devices() {
+    let p = policy(TWO_TEAMS);
+    let user = |name: &str, on: &str, group: &str, gpu: i64| {
+        let mut pod = half_gpu("b", name);
+        pod.request.gpu = gpu;
+        pod.labels.insert("runai-gpu-group".into(), group.into());
+        running(pod, on, 0)
+    };
+    let s = Snapshot {
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 3), node("n2", 3)],
+        pods: vec![
+            user("u1", "n1", "g1", 100),
+            user("u2", "n1", "g2", 100),
+            user("u3", "n2", "g3", 500),
+            half_gpu("a", "new"),
+        ],
+        groups: vec![],
+    };
+    assert_eq!(
+        binds(&cycle(&p, &s, 0)),
+        vec![("a/new".to_string(), "n1".to_string())]
+    );
+}
+
 #[test]
 fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_device() {
     let p = policy(TWO_TEAMS);
