@@ -121,7 +121,8 @@ pub struct ClusterState<'s> {
     by_shared_room: BTreeSet<(Packed, usize)>,
     /// Schedulable nodes by ([`Packed`], index): where fractional pods look.
     by_free_gpu: BTreeSet<(Packed, usize)>,
-    /// The most devices of a node: the last whole-device count [`Packed`] keys can have.
+    /// The most devices of a node: the last whole-device count [`Packed`] keys can have, and
+    /// the largest share's denominator.
     most_whole: u32,
     /// Whether spread ranks GPU nodes, and CPU, by a share of the node kept in its own index
     /// ([`Self::index_shares`]); otherwise every node has as much of it as the others, and the
@@ -135,9 +136,8 @@ pub struct ClusterState<'s> {
     /// where CPU-only pods look under spread when nodes have different CPU.
     by_cpu_share: BTreeSet<(i64, usize)>,
     by_cpu_plain_share: BTreeSet<(i64, usize)>,
-    /// The most GPU devices, and the most allocatable CPU, of a schedulable node: no node
-    /// whose free share is below `need / most` can hold `need`.
-    most_devices: i64,
+    /// The most allocatable CPU of a schedulable node: no node whose free share is below
+    /// `need / most_cpu` can hold `need` (and likewise [`Self::most_whole`] for devices).
     most_cpu: i64,
     /// What is free on all schedulable nodes together.
     free_total: Amounts,
@@ -222,7 +222,6 @@ impl<'s> ClusterState<'s> {
             by_gpu_share: BTreeSet::new(),
             by_cpu_share: BTreeSet::new(),
             by_cpu_plain_share: BTreeSet::new(),
-            most_devices: 0,
             most_cpu: 0,
             free_total: Amounts::default(),
             version: 0,
@@ -331,7 +330,6 @@ impl<'s> ClusterState<'s> {
             .collect();
         self.gpu_shares = gpu && devices.len() > 1;
         self.cpu_shares = cpu && cores.len() > 1;
-        self.most_devices = devices.last().map_or(0, |&d| d as i64);
         self.most_cpu = cores.last().copied().unwrap_or(0);
         for node in nodes {
             if self.gpu_shares && !self.nodes[node].devices.is_empty() {
@@ -1032,14 +1030,14 @@ impl<'s> ClusterState<'s> {
 
     /// The nodes by the share of their devices free whole, the largest first (with their
     /// [`Self::strategy_key`]), as far as one could have `need` whole devices free: by the count
-    /// where every node has as many devices, else by the share, down to `need / most_devices`,
+    /// where every node has as many devices, else by the share, down to `need / most_whole`,
     /// below which none can.
     fn spread_by_gpu(&self, need: u32) -> Box<dyn Iterator<Item = (i64, usize)> + '_> {
         if !self.gpu_shares {
             let keyed = |&(k, n): &(u32, usize)| (i64::from(k), n);
             return Box::new(self.by_gpu.range((need, 0)..).rev().map(keyed));
         }
-        let least = share_key(i64::from(need), self.most_devices);
+        let least = share_key(i64::from(need), i64::from(self.most_whole));
         Box::new(
             self.by_gpu_share
                 .iter()
