@@ -285,23 +285,26 @@ impl VictimQueue {
     /// The next victim unit (its job and pods); the pods must be released before the next
     /// call, as KAI's solver has them gone from its scenario.
     fn pop(&mut self, cx: &Context<'_>) -> Option<(usize, Vec<usize>)> {
-        let (leaf, _) = self.last(cx, &self.roots)?;
-        let (v, pods) = cx.next_in_reverse_job_order(&self.by_leaf[leaf])?;
-        let frees = quantities(&request_of(cx.snapshot, &pods));
-        self.taken[leaf] = add(&self.taken[leaf], &frees);
-        Some((v, pods))
+        let next = self.last(cx, &self.roots)?;
+        self.taken[next.leaf] = next.frees;
+        Some((next.job, next.pods))
     }
 
-    /// Among `siblings`, the subtree whose victims go first: its best leaf, and what that
-    /// leaf's victims taken so far and its next unit free.
-    fn last(&self, cx: &Context<'_>, siblings: &[usize]) -> Option<(usize, Quantities)> {
-        let mut last: Option<(super::kai::OrderKey, (usize, Quantities))> = None;
+    /// Among `siblings`, the subtree whose victims go first: its best leaf's next unit, with
+    /// what that leaf's victims taken so far and the unit free.
+    fn last(&self, cx: &Context<'_>, siblings: &[usize]) -> Option<NextUnit> {
+        let mut last: Option<(super::kai::OrderKey, NextUnit)> = None;
         for &c in siblings.iter().filter(|&&c| self.in_subtree[c]) {
             let found = if cx.policy.queues[c].is_leaf() {
                 cx.next_in_reverse_job_order(&self.by_leaf[c])
-                    .map(|(_, pods)| {
+                    .map(|(job, pods)| {
                         let frees = quantities(&request_of(cx.snapshot, &pods));
-                        (c, add(&frees, &self.taken[c]))
+                        NextUnit {
+                            leaf: c,
+                            job,
+                            pods,
+                            frees: add(&frees, &self.taken[c]),
+                        }
                     })
             } else {
                 self.last(cx, &cx.policy.queues[c].children)
@@ -310,7 +313,7 @@ impl VictimQueue {
             let key = cx.order_key(&Side {
                 queue: c,
                 job: Quantities::default(),
-                victims: found.1,
+                victims: found.frees,
             });
             if last
                 .as_ref()
@@ -321,4 +324,13 @@ impl VictimQueue {
         }
         last.map(|(_, found)| found)
     }
+}
+
+/// A leaf's next victim unit in the victims queue.
+struct NextUnit {
+    leaf: usize,
+    job: usize,
+    pods: Vec<usize>,
+    /// What the leaf's victims taken so far and this unit free.
+    frees: Quantities,
 }

@@ -366,38 +366,20 @@ impl<'s> ClusterState<'s> {
         let before = &self.nodes[node];
         let (whole, cpu, gpu) = (before.whole, before.free.cpu, before.free.gpu);
         let shared = !slot.devices.is_empty() && shared_room(&before.devices) > 0;
-        let (gpu_share, cpu_share) = (
-            self.gpu_shares.then(|| self.gpu_share(node)),
-            self.cpu_shares.then(|| self.cpu_share(node)),
-        );
         self.apply(slot, pod, sign);
         if !self.schedulable[node] {
             return;
-        }
-        if let Some(before) = gpu_share
-            && !self.nodes[node].devices.is_empty()
-        {
-            let now = self.gpu_share(node);
-            if now != before {
-                self.by_gpu_share.remove(&(before, node));
-                self.by_gpu_share.insert((now, node));
-            }
-        }
-        if let Some(before) = cpu_share {
-            let now = self.cpu_share(node);
-            if now != before {
-                self.by_cpu_share.remove(&(before, node));
-                self.by_cpu_share.insert((now, node));
-                if self.cpu_only[node] {
-                    self.by_cpu_plain_share.remove(&(before, node));
-                    self.by_cpu_plain_share.insert((now, node));
-                }
-            }
         }
         let after = &self.nodes[node];
         if after.whole != whole {
             self.by_gpu.remove(&(whole, node));
             self.by_gpu.insert((after.whole, node));
+            if self.gpu_shares && !after.devices.is_empty() {
+                let devices = after.devices.len() as i64;
+                let key = |whole: u32| (share_key(i64::from(whole), devices), node);
+                self.by_gpu_share.remove(&key(whole));
+                self.by_gpu_share.insert(key(after.whole));
+            }
         }
         if after.free.cpu != cpu {
             self.by_cpu.remove(&(cpu, node));
@@ -405,6 +387,16 @@ impl<'s> ClusterState<'s> {
             if self.cpu_only[node] {
                 self.by_cpu_plain.remove(&(cpu, node));
                 self.by_cpu_plain.insert((after.free.cpu, node));
+            }
+            if self.cpu_shares {
+                let total = self.meta[node].allocatable.cpu;
+                let (was, now) = (share_key(cpu, total), share_key(after.free.cpu, total));
+                self.by_cpu_share.remove(&(was, node));
+                self.by_cpu_share.insert((now, node));
+                if self.cpu_only[node] {
+                    self.by_cpu_plain_share.remove(&(was, node));
+                    self.by_cpu_plain_share.insert((now, node));
+                }
             }
         }
         let (packed, packed_now) = ((whole, gpu), (after.whole, after.free.gpu));
