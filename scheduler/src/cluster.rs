@@ -265,10 +265,9 @@ pub struct Pod {
 }
 
 impl Pod {
-    /// Whether it is one of KAI's binder's GPU reservation pods (label `app` is
-    /// [`RESERVATION_APP`]).
+    /// Whether it is one of KAI's binder's GPU reservation pods ([`is_gpu_reservation`]).
     pub fn is_gpu_reservation(&self) -> bool {
-        self.labels.get("app").is_some_and(|a| a == RESERVATION_APP)
+        is_gpu_reservation(&self.labels)
     }
 
     /// `namespace/name`, how decisions name pods.
@@ -329,6 +328,12 @@ pub fn is_gpu_group_label(key: &str) -> bool {
 /// The `app` label value of KAI's GPU reservation pods (`pkg/scheduler/conf/global_config.go`,
 /// `ResourceReservationAppLabelValue`): one per shared device, holding it for the shared pods.
 pub const RESERVATION_APP: &str = "kai-resource-reservation";
+
+/// Whether a pod with these labels is one of KAI's binder's GPU reservation pods (label `app`
+/// is [`RESERVATION_APP`]).
+pub fn is_gpu_reservation(labels: &BTreeMap<String, String>) -> bool {
+    labels.get("app").is_some_and(|a| a == RESERVATION_APP)
+}
 
 /// A KAI `PodGroup` (`scheduling.run.ai/v2alpha2`), or the group KAI's pod-grouper would
 /// make for pods of one top owner: a gang of pods placed all or none.

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::cluster::{
     Amounts, Constraints, HostPort, LabelSelector, Node, NodeSelectorTerm, Operator, Pod,
-    PodAffinityTerm, RESERVATION_APP, Requirement, Taint, TaintEffect, Time, Toleration,
+    PodAffinityTerm, Requirement, Taint, TaintEffect, Time, Toleration, is_gpu_reservation,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Node as K8sNode, NodeSelectorRequirement, NodeSelectorTerm as K8sTerm,
@@ -329,11 +329,7 @@ pub fn read_pod(
     // KAI's binder makes one reservation pod per shared GPU device, bound at once, to hold the
     // device for the shared pods on it: never a job of ours, and its GPU is counted by those
     // pods' shares, not a second time (`node_info.go: addTaskResources`).
-    let reservation = meta
-        .labels
-        .as_ref()
-        .and_then(|l| l.get("app"))
-        .is_some_and(|app| app == RESERVATION_APP);
+    let reservation = meta.labels.as_ref().is_some_and(is_gpu_reservation);
     if reservation && node.is_none() {
         return Ok(PodRead::Skipped(
             "it is a GPU reservation pod of KAI's binder, which places it".into(),
