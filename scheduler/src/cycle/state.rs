@@ -989,19 +989,35 @@ impl<'s> ClusterState<'s> {
             // KAI's `resourcetype` plugin scores a node without GPUs 10 for a pod asking none,
             // above any strategy's score (`nodeplacement`: 0 to 9): those nodes first, then the
             // GPU nodes, each in the strategy's order.
+            // The nodes an eviction solver is limited to are kept here rather than by the
+            // caller: the walk over the CPU index meets every node, and under a solver's limit
+            // most are outside it.
             let cpu = pod.request.cpu;
-            let gpu_nodes = move |&&(_, n): &&(i64, usize)| !self.cpu_only[n];
+            let plain_nodes = move |&&(_, n): &&(i64, usize)| self.in_scenario(n);
+            let gpu_nodes =
+                move |&&(_, n): &&(i64, usize)| !self.cpu_only[n] && self.in_scenario(n);
             let node = |&(_, n): &(i64, usize)| n;
             match strategy {
                 Strategy::Binpack => {
                     let from = (cpu, 0);
                     let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
-                    Box::new(plain.chain(all.filter(gpu_nodes)).map(node))
+                    Box::new(
+                        plain
+                            .filter(plain_nodes)
+                            .chain(all.filter(gpu_nodes))
+                            .map(node),
+                    )
                 }
                 Strategy::Spread if !self.cpu_shares => {
                     let from = (cpu, 0);
                     let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
-                    Box::new(plain.rev().chain(all.rev().filter(gpu_nodes)).map(node))
+                    Box::new(
+                        plain
+                            .rev()
+                            .filter(plain_nodes)
+                            .chain(all.rev().filter(gpu_nodes))
+                            .map(node),
+                    )
                 }
                 Strategy::Spread => {
                     // No node whose free share is below `cpu / most_cpu` has `cpu` free.
@@ -1013,6 +1029,7 @@ impl<'s> ClusterState<'s> {
                     );
                     Box::new(
                         plain
+                            .filter(plain_nodes)
                             .chain(all.filter(gpu_nodes))
                             .map(node)
                             .filter(move |&n| self.nodes[n].free.cpu >= cpu),
