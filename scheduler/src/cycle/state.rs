@@ -850,7 +850,6 @@ impl<'s> ClusterState<'s> {
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
         Box::new(
             self.by_strategy(pod, strategy)
-                .filter(move |&n| self.in_scenario(n))
                 .filter(move |&n| !idle_only || self.fits_idle(n, pod))
                 .filter(move |&n| self.admits(n, pod)),
         )
@@ -940,6 +939,11 @@ impl<'s> ClusterState<'s> {
         }
     }
 
+    /// The nodes that may have room for a pod, in the strategy's order, within an eviction
+    /// solver's nodes ([`Self::limit_to`]). The limit is kept inside each walk rather than by the
+    /// caller: a walk meets every node of an index, and under a solver's limit most are outside
+    /// it (CPU-only victims placed again during reclaim met 7 million such nodes a cycle at
+    /// 4,000 nodes).
     fn by_strategy<'c>(
         &'c self,
         pod: &'c Pod,
@@ -947,7 +951,7 @@ impl<'s> ClusterState<'s> {
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
         if pod.request.gpu > 0 && !pod.fractional {
             let need = ((pod.request.gpu + DEVICE - 1) / DEVICE) as u32;
-            let gpu_ok = move |n: usize| self.nodes[n].whole >= need;
+            let gpu_ok = move |n: usize| self.nodes[n].whole >= need && self.in_scenario(n);
             match strategy {
                 Strategy::Binpack => {
                     let range = self.by_gpu.range((need, 0)..);
@@ -966,6 +970,7 @@ impl<'s> ClusterState<'s> {
                 let node = &self.nodes[n];
                 node.free.gpu >= need
                     && node.devices.iter().filter(|&&f| f >= share).count() >= count
+                    && self.in_scenario(n)
             };
             match strategy {
                 Strategy::Binpack => {
@@ -981,17 +986,15 @@ impl<'s> ClusterState<'s> {
         } else if pod.asks_gpu() {
             // MIG instances only: the CPU order, every node alike.
             let range = self.by_cpu.range((pod.request.cpu, 0)..);
+            let kept = move |&(_, n): &(i64, usize)| self.in_scenario(n).then_some(n);
             match strategy {
-                Strategy::Binpack => Box::new(range.map(|&(_, n)| n)),
-                Strategy::Spread => Box::new(range.rev().map(|&(_, n)| n)),
+                Strategy::Binpack => Box::new(range.filter_map(kept)),
+                Strategy::Spread => Box::new(range.rev().filter_map(kept)),
             }
         } else {
             // KAI's `resourcetype` plugin scores a node without GPUs 10 for a pod asking none,
             // above any strategy's score (`nodeplacement`: 0 to 9): those nodes first, then the
             // GPU nodes, each in the strategy's order.
-            // The nodes an eviction solver is limited to are kept here rather than by the
-            // caller: the walk over the CPU index meets every node, and under a solver's limit
-            // most are outside it.
             let cpu = pod.request.cpu;
             let plain_nodes = move |&&(_, n): &&(i64, usize)| self.in_scenario(n);
             let gpu_nodes =
@@ -1058,8 +1061,8 @@ impl<'s> ClusterState<'s> {
         )
     }
 
-    /// The nodes of a GPU index range (`(key, node)` in strategy order) that pass `gpu_ok` and
-    /// have the pod's CPU free, in the same order. On a cluster whose CPU is nearly all taken,
+    /// The nodes of a GPU index range (`(key, node)` in strategy order) that pass `gpu_ok` (the
+    /// pod's GPU room, within the solver's nodes) and have the pod's CPU free, in the same order. On a cluster whose CPU is nearly all taken,
     /// most nodes with GPUs free have too little CPU: the CPU index (the nodes with the pod's
     /// CPU free) is walked one step for each node of the range short of CPU, and when it runs
     /// out first, its nodes are all that can follow, sorted into the range's order.
@@ -1202,7 +1205,8 @@ struct WithCpu<'c, R, H, F, K> {
     rest: Option<std::vec::IntoIter<usize>>,
     /// Whether a node has the pod's CPU free.
     has_cpu: H,
-    /// Whether a node has the pod's GPU room (the range's key alone does not say it).
+    /// Whether a node has the pod's GPU room (the range's key alone does not say it) and may be
+    /// used at all.
     gpu_ok: F,
     /// A node's key in the range ([`ClusterState::strategy_key`]).
     key: K,
