@@ -60,6 +60,10 @@ struct Case {
     cannot: Option<String>,
     #[serde(rename = "DisableDefaultDepartment", default)]
     disable_default_department: bool,
+    /// KAI's `Topology` objects: each one's node labels, one per level, as written.
+    #[serde(rename = "Topologies", default)]
+    #[allow(dead_code)]
+    topologies: BTreeMap<String, Vec<String>>,
     #[serde(rename = "Nodes", default)]
     nodes: BTreeMap<String, KaiNode>,
     #[serde(rename = "Queues", default)]
@@ -198,8 +202,24 @@ struct KaiJob {
     /// The root's `SetMinSubGroup`.
     #[serde(default)]
     min_sub_group: Option<u32>,
+    /// The root's topology constraint.
+    #[serde(default)]
+    topology: Option<KaiConstraint>,
     #[serde(default)]
     tasks: Vec<KaiTask>,
+}
+
+/// `topology_info.TopologyConstraintInfo`: levels named by their node label.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiConstraint {
+    /// The `Topology` object the levels belong to.
+    #[allow(dead_code)]
+    topology: String,
+    #[serde(default)]
+    required_level: Option<String>,
+    #[serde(default)]
+    preferred_level: Option<String>,
 }
 
 /// One sub-group of a job's tree.
@@ -213,6 +233,8 @@ struct KaiSubGroup {
     min_member: Option<u32>,
     #[serde(default)]
     min_sub_group: Option<u32>,
+    #[serde(default)]
+    topology: Option<KaiConstraint>,
 }
 
 /// `tasks_fake.TestTaskBasic`.
@@ -693,10 +715,16 @@ fn snapshot(
                     parent: s.parent.clone(),
                     min_member: s.min_member,
                     min_sub_group: s.min_sub_group,
-                    ..SubGroup::default()
+                    topology_required: s.topology.as_ref().and_then(|t| t.required_level.clone()),
+                    topology_preferred: s.topology.as_ref().and_then(|t| t.preferred_level.clone()),
                 })
                 .collect(),
             min_sub_group: job.min_sub_group,
+            topology_required: job.topology.as_ref().and_then(|t| t.required_level.clone()),
+            topology_preferred: job
+                .topology
+                .as_ref()
+                .and_then(|t| t.preferred_level.clone()),
             ..PodGroup::default()
         });
     }

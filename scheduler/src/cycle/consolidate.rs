@@ -79,7 +79,7 @@ impl Context<'_> {
         }
         let request = request_of(self.snapshot, &pending);
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
-        if plan.required.is_some() || self.admission(job, leaf, &request).is_err() {
+        if self.admission(job, leaf, &request).is_err() {
             return false;
         }
         // Moving pods creates no room: when the cluster's free total cannot hold the gang, skip.

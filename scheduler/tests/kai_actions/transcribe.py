@@ -157,6 +157,7 @@ CONSTANTS = {
     "constants.CPUResource": "cpu",
     "constants.SpreadStrategy": "spread",
     "constants.BinpackStrategy": "binpack",
+    "tasks_fake.NodeAffinityKey": "kai.scheduler/type",
 }
 
 
@@ -365,6 +366,8 @@ def call(name, args):
                 "test_utils.CreateFloat64Pointer", "ptr.To[int]", "ptr.To[int64]",
                 "ptr.To[uint64]", "ptr.To[float64]", "v1.ResourceName", "resource_info.ResourceName"):
         return args[0] if args else None
+    if name == "buildEvenlyDistributedTopologyNodes":
+        return evenly_distributed_nodes(*args)
     if name == "jobs_fake.DefaultSubGroup":
         return {"__default_sub_group__": args[0]}
     nil = lambda a: None if a == "nil" else a  # noqa: E731 (Go's nil arrives as a bare name)
@@ -373,6 +376,23 @@ def call(name, args):
     if name == "subgroup_info.NewPodSet":
         return PodSet(args[0], args[1], nil(args[2]) if len(args) > 2 else None)
     return Call(name, args)
+
+
+def evenly_distributed_nodes(zones, spines_per_zone, racks_per_spine, nodes_per_rack, gpus):
+    """The nodes of allocateTopology_test.go's `buildEvenlyDistributedTopologyNodes`: zones of
+    spines of racks of nodes, numbered from 1 across the cluster (nodes from 0)."""
+    nodes, n = {}, 0
+    for z in range(1, zones + 1):
+        for sp in range(1, spines_per_zone + 1):
+            spine = sp + (z - 1) * spines_per_zone
+            for r in range(1, racks_per_spine + 1):
+                rack = r + (sp - 1) * racks_per_spine + (z - 1) * spines_per_zone * racks_per_spine
+                for _ in range(nodes_per_rack):
+                    nodes[f"node{n}"] = {"GPUs": gpus, "Labels": {
+                        "k8s.io/zone": f"zone{z}", "k8s.io/spine": f"spine{spine}",
+                        "k8s.io/rack": f"rack{rack}"}}
+                    n += 1
+    return nodes
 
 
 class SubGroupSet:
@@ -401,10 +421,21 @@ def evaluate_builder(raw):
             return env[text]
         return Parser(tokens(text), text).expr()
 
+    # One statement per line, a statement's arguments possibly spread over several.
+    statements, pending = [], ""
     for line in body.splitlines():
         line = line.split("//")[0].strip()
         if not line:
             continue
+        pending = f"{pending} {line}".strip()
+        depth = sum(pending.count(c) for c in "({[") - sum(pending.count(c) for c in ")}]")
+        if depth <= 0:
+            statements.append(pending)
+            pending = ""
+    if pending:
+        raise Cannot(f"a sub-group builder statement left open: {pending[:70]}")
+    for line in statements:
+        line = re.sub(r",\s*([)}\]])", r"\1", line)
         m = re.fullmatch(r"(\w+)\s*:=\s*(.+)", line)
         if m:
             env[m.group(1)] = value(m.group(2))
@@ -424,18 +455,28 @@ def evaluate_builder(raw):
     raise Cannot("a sub-group builder without a return")
 
 
+def constraint(info, what):
+    """A `topology_info.TopologyConstraintInfo` as the case's `Topology` (None: no constraint)."""
+    if info is None:
+        return None
+    if not isinstance(info, dict):
+        raise Cannot(f"{what} has a topology constraint the converter does not read: {info!r}")
+    check_fields(info, {"Topology", "RequiredLevel", "PreferredLevel"}, what)
+    return plain(dict(info), what)
+
+
 def sub_groups_of(root, job_name):
     """A built tree as our PodGroup's `spec.subGroups` (parents named) and `minSubGroup`."""
     out = []
 
     def walk(node, parent):
         for child in node.children:
-            if child.topology is not None:
-                raise Cannot(f"job {job_name}: sub-group {child.name} has a topology constraint, "
-                             f"which our sub-groups do not honour yet")
             entry = {"Name": child.name}
             if parent:
                 entry["Parent"] = parent
+            topo = constraint(child.topology, f"job {job_name} sub-group {child.name}")
+            if topo:
+                entry["Topology"] = topo
             if isinstance(child, PodSet):
                 entry["MinMember"] = child.min_available
             elif isinstance(child, SubGroupSet):
@@ -448,8 +489,6 @@ def sub_groups_of(root, job_name):
                 raise Cannot(f"job {job_name}: a sub-group member the converter does not read")
             out.append(entry)
 
-    if root.topology is not None:
-        raise Cannot(f"job {job_name}: the root sub-group has a topology constraint")
     walk(root, None)
     return out, root.min_sub_group
 
@@ -463,7 +502,7 @@ JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "
               "RequiredCPUsPerTask", "RequiredMemoryPerTask", "RequiredGpuMemory",
               "RequiredMultiFractionDevicesPerTask", "Tasks", "JobAgeInMinutes",
               "IsBestEffortJob", "PreemptionDelay", "StaleDuration", "PerJobStalenessGracePeriod",
-              "MinAvailable", "SubGroups", "MinSubGroup"}
+              "MinAvailable", "SubGroups", "MinSubGroup", "Topology"}
 TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
                "RequiredMigInstances", "SubGroupName"}
 NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
@@ -476,7 +515,7 @@ EXPECT_FIELDS = {"NodeName", "GPUsRequired", "GPUsAccepted", "MilliCpuRequired",
                  "Status", "GPUGroups", "DontValidateGPUGroup", "ExpectedErrorMessage",
                  "LastStartTimestampOlderThan"}
 NODE_EXPECT_FIELDS = {"ReleasingGPUs", "IdleGPUs"}
-TOPOLOGY_FIELDS = {"Name", "Jobs", "Nodes", "Queues", "Departments", "DisableDefaultDepartment",
+TOPOLOGY_FIELDS = {"Name", "Jobs", "Nodes", "Queues", "Departments", "DisableDefaultDepartment", "Topologies",
                    "JobExpectedResults", "TaskExpectedResults", "ExpectedNodesResources", "Mocks"}
 
 # Fields read but not checked (the harness ignores them), with why, for the file's header.
@@ -531,15 +570,20 @@ def job(lit):
         rs = lit.pop("RootSubGroupSet")
         if isinstance(rs, dict) and "__default_sub_group__" in rs:
             lit["MinAvailable"] = rs["__default_sub_group__"]
-        elif isinstance(rs, Raw) and rs.startswith("func()"):
-            root = evaluate_builder(rs)
+        elif isinstance(rs, SubGroupSet) or (isinstance(rs, Raw) and rs.startswith("func()")):
+            root = rs if isinstance(rs, SubGroupSet) else evaluate_builder(rs)
+            topo = constraint(root.topology, f"job {lit.get('Name')}")
+            if topo:
+                lit["Topology"] = topo
             subs, min_sub = sub_groups_of(root, lit.get("Name"))
             names = {sg["Name"] for sg in subs}
             # jobs_fake.BuildJobInfo: tasks without a sub-group go to a `default` pod set of
             # every task of the job, added to the root when the test did not make one.
-            if any(not t.get("SubGroupName") for t in lit.get("Tasks", [])) and "default" not in names:
+            if subs and any(not t.get("SubGroupName") for t in lit.get("Tasks", [])) \
+                    and "default" not in names:
                 subs.append({"Name": "default", "MinMember": len(lit.get("Tasks", []))})
-            lit["SubGroups"] = subs
+            if subs:
+                lit["SubGroups"] = subs
             if min_sub is not None:
                 lit["MinSubGroup"] = min_sub
         else:
@@ -624,6 +668,20 @@ def expectations(lit, what):
     return out
 
 
+def topologies(items):
+    """`[]*kaiv1alpha1.Topology` as {name: [node label of each level, in the order written]}."""
+    out = {}
+    for t in items:
+        if not isinstance(t, dict):
+            raise Cannot(f"a topology the converter does not read: {t!r}")
+        name = (t.get("ObjectMeta") or {}).get("Name")
+        levels = (t.get("Spec") or {}).get("Levels") or []
+        if not name or not all(isinstance(lv, dict) and set(lv) == {"NodeLabel"} for lv in levels):
+            raise Cannot(f"a topology the converter does not read: {t!r}"[:160])
+        out[str(name)] = [plain(lv["NodeLabel"], f"topology {name}") for lv in levels]
+    return out
+
+
 def topology(lit, meta):
     """One KAI TestTopologyBasic as a case dict (raises Cannot)."""
     if "__unreadable__" in lit:
@@ -656,6 +714,8 @@ def topology(lit, meta):
     case = {}
     if lit.get("DisableDefaultDepartment"):
         case["DisableDefaultDepartment"] = True
+    if lit.get("Topologies"):
+        case["Topologies"] = topologies(lit["Topologies"])
     case["Nodes"] = {str(n): node(n, v) for n, v in (lit.get("Nodes") or {}).items()}
     case["Queues"] = [queue(q, QUEUE_FIELDS, "queue") for q in lit.get("Queues") or []]
     if lit.get("Departments"):
