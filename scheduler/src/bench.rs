@@ -927,6 +927,7 @@ pub fn allocate_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let files = policy_files(shape.nodes, &[&tree]);
     let policy = checked(&files)?;
     let mut snapshot = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(shape.pods),
@@ -1007,6 +1008,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
 
     let now: Time = 100_000;
     let mut snapshot = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(gpus as usize + shape.pods),

@@ -368,6 +368,9 @@ pub struct PodGroup {
     pub last_start: Option<Time>,
     /// Pods of the group that finished with phase `Succeeded`.
     pub succeeded: u32,
+    /// `spec.topologyConstraint.topology` (or the owner's annotation): the [`Topology`] whose
+    /// levels the constraint names.
+    pub topology: Option<String>,
     /// `spec.topologyConstraint` (or the owner's annotations): node label the gang must share.
     pub topology_required: Option<String>,
     /// Node label the gang should share.
@@ -411,6 +414,8 @@ pub struct SubGroup {
     pub min_member: Option<u32>,
     /// `minSubGroup`: child sub-groups of a grouping sub-group that must run (`None`: all).
     pub min_sub_group: Option<u32>,
+    /// `topologyConstraint.topology`.
+    pub topology: Option<String>,
     /// `topologyConstraint.requiredTopologyLevel`.
     pub topology_required: Option<String>,
     /// `topologyConstraint.preferredTopologyLevel`.
@@ -447,6 +452,19 @@ pub struct Snapshot {
     /// takes its value from here, as KAI takes every class's (`cluster_info.go:
     /// getPodGroupPriority`).
     pub priority_classes: BTreeMap<String, i32>,
+    /// The cluster's KAI `Topology` objects, which a topology constraint names.
+    pub topologies: Vec<Topology>,
+}
+
+/// KAI's `Topology` object (`kai.scheduler/v1alpha1`): the node labels of its levels, the top
+/// level first (`zone`, then `rack`). A domain of a level is the nodes that share that label's
+/// value and every higher level's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.levels[].nodeLabel`, top level first.
+    pub levels: Vec<String>,
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cluster::{PodGroup, SUBGROUP_LABEL, Snapshot, SubGroup, Time};
+use crate::cluster::{PodGroup, SUBGROUP_LABEL, Snapshot, SubGroup, Time, Topology};
 use objects::PodRead;
 
 /// The annotation that makes a pod use a fraction of one GPU device (KAI's name).
@@ -179,6 +179,7 @@ struct SubGroupSpec {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TopologyConstraint {
+    topology: Option<String>,
     required_topology_level: Option<String>,
     preferred_topology_level: Option<String>,
 }
@@ -405,6 +406,8 @@ enum Body {
     Typed(Result<Object, String>),
     /// A PriorityClass's value, or why it has none.
     PriorityClass(Result<i32, String>),
+    /// A KAI Topology's levels (node labels, top level first), or why it cannot be read.
+    Topology(Result<Vec<String>, String>),
     Other(Box<owners::Owner>),
 }
 
@@ -563,6 +566,7 @@ fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
                 None => Err("it has no integer `value`".to_string()),
             })
         }
+        ("kai.scheduler/v1alpha1", "Topology") => Body::Topology(topology_levels(&value)),
         ("scheduling.run.ai/v2alpha2", "PodGroup") => {
             quote_scalars(&mut value);
             Body::Typed(match created_text.map(|t| t.parse::<Timestamp>()) {
@@ -612,6 +616,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut objects: Vec<(String, String, String, Object)> = Vec::new();
     let mut owners = owners::Owners::complete(&options.complete_owner_kinds);
     let mut priority_classes = BTreeMap::new();
+    let mut topologies: Vec<Topology> = Vec::new();
     // Objects of other kinds, in file order, with the note they get if they own no pod.
     let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
     let mut seen = HashSet::new();
@@ -660,9 +665,10 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             Body::PriorityClass(Ok(value)) => {
                 priority_classes.insert(name, value);
             }
-            Body::PriorityClass(Err(why)) => {
+            Body::PriorityClass(Err(why)) | Body::Topology(Err(why)) => {
                 notes.push(format!("skipped {label}: {why}"));
             }
+            Body::Topology(Ok(levels)) => topologies.push(Topology { name, levels }),
             Body::Typed(Err(why)) => {
                 notes.push(format!("skipped {label}: not a valid {kind}: {why}"));
             }
@@ -695,8 +701,10 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     };
     let taken = instants.iter().map(|&t| clock(t)).max().unwrap_or(0);
 
+    topologies.sort_by(|a, b| a.name.cmp(&b.name));
     let mut snapshot = Snapshot {
         priority_classes,
+        topologies,
         ..Snapshot::default()
     };
     let mut pod_owners = Vec::new();
@@ -769,6 +777,29 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     }
 }
 
+/// A KAI `Topology`'s levels, as its CRD requires them: at least one, each naming a node label,
+/// no label twice.
+fn topology_levels(value: &Value) -> Result<Vec<String>, String> {
+    let levels = value["spec"]["levels"]
+        .as_array()
+        .filter(|l| !l.is_empty())
+        .ok_or("spec.levels must list at least one level")?;
+    let mut out: Vec<String> = Vec::with_capacity(levels.len());
+    for (i, level) in levels.iter().enumerate() {
+        let label = level["nodeLabel"]
+            .as_str()
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| format!("spec.levels[{i}] has no nodeLabel"))?;
+        if out.iter().any(|l| l == label) {
+            return Err(format!(
+                "spec.levels[{i}]: node label {label} names two levels; each level needs its own"
+            ));
+        }
+        out.push(label.to_string());
+    }
+    Ok(out)
+}
+
 fn read_group(
     group: PodGroupObject,
     created: Option<Time>,
@@ -839,6 +870,7 @@ fn read_group(
         last_evicted,
         last_start,
         succeeded: 0,
+        topology: topology.topology.filter(|t| !t.is_empty()),
         topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
         topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),
         kind_priority: group
@@ -895,6 +927,7 @@ fn sub_groups(
             min_sub_group: count(&format!("{at}.minSubGroup"), s.min_sub_group)?,
             name: s.name,
             parent: s.parent.filter(|p| !p.is_empty()),
+            topology: topology.topology.filter(|t| !t.is_empty()),
             topology_required: topology.required_topology_level.filter(|t| !t.is_empty()),
             topology_preferred: topology.preferred_topology_level.filter(|t| !t.is_empty()),
         });

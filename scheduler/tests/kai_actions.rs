@@ -16,7 +16,7 @@ use kai_policy_compiler::model::{
 use kai_policy_compiler::quantity::Duration;
 use kai_scheduler::cluster::{
     Amounts, GPU_GROUP_LABEL, Node, NodeSelectorTerm, Operator, Pod, PodGroup, Requirement,
-    SUBGROUP_LABEL, Snapshot, SubGroup, Time,
+    SUBGROUP_LABEL, Snapshot, SubGroup, Time, Topology,
 };
 use kai_scheduler::cycle::{self, Actions, Cycle, GPU_MEMORY_LABEL};
 use kai_scheduler::decision::{Decision, EvictReason};
@@ -62,7 +62,6 @@ struct Case {
     disable_default_department: bool,
     /// KAI's `Topology` objects: each one's node labels, one per level, as written.
     #[serde(rename = "Topologies", default)]
-    #[allow(dead_code)]
     topologies: BTreeMap<String, Vec<String>>,
     #[serde(rename = "Nodes", default)]
     nodes: BTreeMap<String, KaiNode>,
@@ -214,7 +213,6 @@ struct KaiJob {
 #[serde(deny_unknown_fields, rename_all = "PascalCase")]
 struct KaiConstraint {
     /// The `Topology` object the levels belong to.
-    #[allow(dead_code)]
     topology: String,
     #[serde(default)]
     required_level: Option<String>,
@@ -715,11 +713,13 @@ fn snapshot(
                     parent: s.parent.clone(),
                     min_member: s.min_member,
                     min_sub_group: s.min_sub_group,
+                    topology: s.topology.as_ref().map(|t| t.topology.clone()),
                     topology_required: s.topology.as_ref().and_then(|t| t.required_level.clone()),
                     topology_preferred: s.topology.as_ref().and_then(|t| t.preferred_level.clone()),
                 })
                 .collect(),
             min_sub_group: job.min_sub_group,
+            topology: job.topology.as_ref().map(|t| t.topology.clone()),
             topology_required: job.topology.as_ref().and_then(|t| t.required_level.clone()),
             topology_preferred: job
                 .topology
@@ -730,6 +730,14 @@ fn snapshot(
     }
     Ok((
         Snapshot {
+            topologies: case
+                .topologies
+                .iter()
+                .map(|(name, levels)| Topology {
+                    name: name.clone(),
+                    levels: levels.clone(),
+                })
+                .collect(),
             priority_classes: Default::default(),
             nodes,
             pods,

@@ -68,6 +68,7 @@ fn pending(queue: &str, i: usize) -> Pod {
 /// Today: 14 free GPUs (8 + 6), and 14 one-GPU pods pending in each queue.
 fn today() -> Snapshot {
     Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 6)],
         pods: (0..14)

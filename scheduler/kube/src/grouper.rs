@@ -140,6 +140,7 @@ pub fn object(group: &PodGroup, queue: Option<&str>) -> Value {
         spec.insert("minSubGroup".into(), m.into());
     }
     if let Some(constraint) = topology(
+        group.topology.as_deref(),
         group.topology_required.as_deref(),
         group.topology_preferred.as_deref(),
     ) {
@@ -161,8 +162,11 @@ pub fn object(group: &PodGroup, queue: Option<&str>) -> Value {
     })
 }
 
-fn topology(required: Option<&str>, preferred: Option<&str>) -> Option<Value> {
+fn topology(name: Option<&str>, required: Option<&str>, preferred: Option<&str>) -> Option<Value> {
     let mut constraint = Map::new();
+    if let Some(name) = name {
+        constraint.insert("topology".into(), name.into());
+    }
     if let Some(level) = required {
         constraint.insert("requiredTopologyLevel".into(), level.into());
     }
@@ -189,6 +193,7 @@ fn sub_group(sub: &SubGroup, all: &[SubGroup]) -> Value {
         out.insert("minMember".into(), sub.min_member.unwrap_or(0).into());
     }
     if let Some(constraint) = topology(
+        sub.topology.as_deref(),
         sub.topology_required.as_deref(),
         sub.topology_preferred.as_deref(),
     ) {

@@ -261,6 +261,7 @@ fn the_pod_groups_the_scheduler_makes_fit_kais_schema_and_ours() {
         parent: parent.map(Into::into),
         min_member: min,
         min_sub_group: min_sub,
+        topology: (name == "workers").then(|| "cluster-topology".into()),
         topology_required: (name == "workers").then(|| "rack".into()),
         topology_preferred: None,
     };

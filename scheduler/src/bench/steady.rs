@@ -28,6 +28,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
         .min(STEADY_MAX_RUNNING_PER_NODE);
     let (rich, poor) = tree.leaves.split_at(tree.leaves.len().div_ceil(2));
     let mut snapshot = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(shape.pods),

@@ -34,7 +34,9 @@ struct Member {
     kind: Kind,
     /// The member it belongs to (`None` for the group itself).
     parent: Option<usize>,
-    /// Its `topologyConstraint`: the node label its pods must share, and the one they should.
+    /// Its `topologyConstraint`: the topology it names, the node label its pods must share,
+    /// and the one they should.
+    topology: Option<String>,
     required: Option<String>,
     preferred: Option<String>,
 }
@@ -42,6 +44,8 @@ struct Member {
 /// Pods of a gang that are placed together under one sub-group's topology constraint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part<'g> {
+    /// The KAI `Topology` whose levels the labels below are.
+    pub topology: Option<&'g str>,
     /// The node label all these pods must share.
     pub required: Option<&'g str>,
     /// The node label they should share.
@@ -116,6 +120,7 @@ impl Gang {
                 min: group.min_sub_group,
             },
             parent: None,
+            topology: None,
             required: None,
             preferred: None,
         }];
@@ -138,6 +143,7 @@ impl Gang {
                         }
                     },
                     parent: None,
+                    topology: s.topology.clone(),
                     required: s.topology_required.clone(),
                     preferred: s.topology_preferred.clone(),
                 });
@@ -224,6 +230,7 @@ impl Gang {
         let mut parts: Vec<Part> = by_member
             .into_iter()
             .map(|(m, pods)| Part {
+                topology: self.members[m].topology.as_deref(),
                 required: self.members[m].required.as_deref(),
                 preferred: self.members[m].preferred.as_deref(),
                 pods,
@@ -231,6 +238,7 @@ impl Gang {
             .collect();
         if !free.is_empty() {
             parts.push(Part {
+                topology: None,
                 required: None,
                 preferred: None,
                 pods: free,

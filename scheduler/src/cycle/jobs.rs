@@ -48,6 +48,8 @@ pub struct Job {
     /// The PodGroup's `spec.topologyConstraint.requiredTopologyLevel` (or its owner's
     /// `kai.scheduler/topology-required-placement`): the node label the whole gang must share.
     pub topology_required: Option<String>,
+    /// The KAI `Topology` whose levels its constraint names.
+    pub topology: Option<String>,
     /// The preferred level: the node label the gang should share.
     pub topology_preferred: Option<String>,
     /// The PodGroup's sub-groups, with the pods in them; `None`: one gang of `min_member`.
@@ -204,6 +206,7 @@ pub(crate) fn build(
                 pod_group: group.is_some(),
                 evicts_from: group.and_then(PodGroup::evicts_from),
                 topology_required: group.and_then(|g| g.topology_required.clone()),
+                topology: group.and_then(|g| g.topology.clone()),
                 topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
                 gang,
                 stray,

@@ -16,6 +16,7 @@ mod pending;
 mod placement;
 mod reclaim;
 mod state;
+mod topology;
 
 pub use evict::STALE_GANG_GRACE_SECONDS;
 pub use filters::GPU_MEMORY_LABEL;

@@ -32,6 +32,7 @@ fn an_elastic_job_grows_one_pod_per_turn() {
     let (e, eg) = gang("a", "e", 4, 1, 1);
     let (k, kg) = gang("a", "k", 2, 1, 2);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: e.into_iter().chain(k).collect(),
@@ -67,6 +68,7 @@ fn within_quota_counts_the_gang_minimum() {
     let (e, eg) = gang("a", "e", 4, 1, 2);
     let (j, jg) = gang("b", "j", 3, 1, 3);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: e.into_iter().chain(j).collect(),
@@ -102,6 +104,7 @@ fn departments_are_ordered_before_their_teams() {
         "#,
     );
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 1)],
         pods: vec![
@@ -134,6 +137,7 @@ fn preempt_inside_a_department_at_its_limit() {
         "#,
     );
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![

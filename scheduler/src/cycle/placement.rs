@@ -10,6 +10,7 @@ use super::filters;
 use super::gang::{Gang, Part};
 use super::jobs::Job;
 use super::state::{ClusterState, Shortage, Slot};
+use super::topology::{self, Constraint};
 use crate::cluster::{Pod, Snapshot};
 use crate::decision::{Reason, amount};
 
@@ -20,6 +21,9 @@ pub struct Plan<'p> {
     pub strategy: Strategy,
     /// At most this many GPUs of the job on one node.
     pub max_gpus_per_node: Option<u32>,
+    /// The KAI `Topology` whose levels `required` and `preferred` name (`None`: the labels
+    /// alone, the required one above the preferred one).
+    pub topology: Option<&'p str>,
     /// Node label whose value the whole gang must share.
     pub required: Option<&'p str>,
     /// Node label whose value the gang should share.
@@ -40,6 +44,7 @@ impl<'p> Plan<'p> {
             Some(p) => Plan {
                 strategy: p.strategy,
                 max_gpus_per_node: p.max_gpus_per_node,
+                topology: None,
                 required: p.topology_required.as_deref(),
                 preferred: p.topology_preferred.as_deref(),
                 gang: None,
@@ -51,6 +56,7 @@ impl<'p> Plan<'p> {
                     policy.cluster.placement.cpu
                 },
                 max_gpus_per_node: None,
+                topology: None,
                 required: None,
                 preferred: None,
                 gang: None,
@@ -65,6 +71,7 @@ impl<'p> Plan<'p> {
     pub fn for_job(policy: &'p Policy, queue: usize, job: &'p Job, wants_gpu: bool) -> Self {
         let mut plan = Plan::for_queue(policy, queue, wants_gpu);
         if job.topology_required.is_some() || job.topology_preferred.is_some() {
+            plan.topology = job.topology.as_deref();
             plan.required = job.topology_required.as_deref();
             plan.preferred = job.topology_preferred.as_deref();
         }
@@ -112,58 +119,36 @@ fn place(
     });
     let parts = plan.gang.and_then(|g| g.parts(pods));
     let parts = parts.as_deref();
-    let Some(label) = plan.required.or(plan.preferred) else {
-        return attempt_parts(state, snapshot, &order, parts, plan, None, explain);
+    let Some(constraint) = Constraint::new(snapshot, plan.topology, plan.required, plan.preferred)
+    else {
+        return attempt_parts(state, snapshot, &order, parts, plan, None, None, explain);
     };
-    for nodes in domains(state, snapshot, label, plan.strategy, None) {
+    let found = topology::domains(state, snapshot, &constraint, pods, None);
+    let scores = found.scores.as_ref();
+    let mut last = None;
+    for nodes in found.tries {
         let members: HashSet<usize> = nodes.into_iter().collect();
-        if let Ok(slots) = attempt_parts(
+        match attempt_parts(
             state,
             snapshot,
             &order,
             parts,
             plan,
             Some(&members),
+            scores,
             explain,
         ) {
-            return Ok(slots);
+            Ok(slots) => return Ok(slots),
+            Err(reason) => last = Some(reason),
         }
     }
-    if plan.required.is_some() {
-        return Err(Reason::NoTopologyDomain {
-            label: label.to_string(),
+    Err(match (plan.required, last) {
+        (None, Some(reason)) => reason,
+        (required, _) => Reason::NoTopologyDomain {
+            label: required.or(plan.preferred).unwrap_or_default().to_string(),
             pods: pods.len() as u32,
-        });
-    }
-    attempt_parts(state, snapshot, &order, parts, plan, None, explain)
-}
-
-/// The nodes of each value of a topology label (inside `within`, when given), fullest first for
-/// binpack and emptiest first for spread (each made a set only when it is tried).
-fn domains(
-    state: &ClusterState,
-    snapshot: &Snapshot,
-    label: &str,
-    strategy: Strategy,
-    within: Option<&HashSet<usize>>,
-) -> Vec<Vec<usize>> {
-    let mut domains: BTreeMap<&str, (i64, Vec<usize>)> = BTreeMap::new();
-    for (i, node) in snapshot.nodes.iter().enumerate() {
-        if within.is_some_and(|w| !w.contains(&i)) {
-            continue;
-        }
-        if let (Some(value), true) = (node.labels.get(label), state.schedulable(i)) {
-            let entry = domains.entry(value.as_str()).or_default();
-            entry.0 += state.whole_devices(i) as i64;
-            entry.1.push(i);
-        }
-    }
-    let mut ordered: Vec<(&str, (i64, Vec<usize>))> = domains.into_iter().collect();
-    match strategy {
-        Strategy::Binpack => ordered.sort_by_key(|(v, (free, _))| (*free, *v)),
-        Strategy::Spread => ordered.sort_by_key(|(v, (free, _))| (std::cmp::Reverse(*free), *v)),
-    }
-    ordered.into_iter().map(|(_, (_, nodes))| nodes).collect()
+        },
+    })
 }
 
 /// How many sub-group placements one try of a gang may make while it searches for domains that
@@ -177,6 +162,7 @@ const PART_SEARCH_BUDGET: usize = 64;
 /// tries its next domain (depth first, domains in strategy order, at most
 /// [`PART_SEARCH_BUDGET`] part placements), so two sub-groups that fit only in each other's
 /// second choice are placed. On failure everything taken is given back.
+#[allow(clippy::too_many_arguments)]
 fn attempt_parts(
     state: &mut ClusterState,
     snapshot: &Snapshot,
@@ -184,10 +170,11 @@ fn attempt_parts(
     parts: Option<&[Part]>,
     plan: &Plan,
     domain: Option<&HashSet<usize>>,
+    scores: Option<&HashMap<usize, u32>>,
     explain: bool,
 ) -> Result<Vec<(usize, Slot)>, Reason> {
     let Some(parts) = parts else {
-        return attempt(state, snapshot, order, plan, domain, explain, &[]);
+        return attempt(state, snapshot, order, plan, domain, scores, explain, &[]);
     };
     let orders: Vec<Vec<usize>> = parts
         .iter()
@@ -205,6 +192,7 @@ fn attempt_parts(
         orders: &orders,
         plan,
         outer: domain,
+        scores,
         explain,
         budget: PART_SEARCH_BUDGET,
         placed: Vec::with_capacity(order.len()),
@@ -220,6 +208,8 @@ struct PartSearch<'a> {
     orders: &'a [Vec<usize>],
     plan: &'a Plan<'a>,
     outer: Option<&'a HashSet<usize>>,
+    /// The gang's preferred-level node scores, for parts that prefer no level of their own.
+    scores: Option<&'a HashMap<usize, u32>>,
     explain: bool,
     budget: usize,
     /// What the parts before the current one took.
@@ -233,15 +223,16 @@ impl PartSearch<'_> {
             return Ok(());
         };
         let order = &self.orders[i];
-        let label = part.required.or(part.preferred);
-        // The domains of the part's own label, then (when it only prefers one) anywhere; each
-        // made a set only when it is tried.
-        let domains = match label {
-            Some(label) => domains(state, self.snapshot, label, self.plan.strategy, self.outer),
-            None => Vec::new(),
-        };
-        let anywhere = part.required.is_none().then_some(None);
-        let tries = domains.into_iter().map(Some).chain(anywhere);
+        // The part's own domains (KAI's, inside the gang's), or the gang's domain as it is.
+        let (tries, own_scores) =
+            match Constraint::new(self.snapshot, part.topology, part.required, part.preferred) {
+                Some(c) => {
+                    let found = topology::domains(state, self.snapshot, &c, order, self.outer);
+                    (found.tries.into_iter().map(Some).collect(), found.scores)
+                }
+                None => (vec![None], None),
+            };
+        let scores = own_scores.as_ref().or(self.scores);
         let mut own_failure = None;
         let mut later_failure = None;
         for nodes in tries {
@@ -257,6 +248,7 @@ impl PartSearch<'_> {
                 order,
                 self.plan,
                 within,
+                scores,
                 self.explain,
                 &self.placed,
             ) {
@@ -295,12 +287,14 @@ impl PartSearch<'_> {
 /// One try, inside a domain or anywhere; on failure everything taken is given back, and the
 /// reason says what the filters found for the pod that did not fit, as things were at that
 /// moment (with the rest of the gang placed).
+#[allow(clippy::too_many_arguments)]
 fn attempt(
     state: &mut ClusterState,
     snapshot: &Snapshot,
     order: &[usize],
     plan: &Plan,
     domain: Option<&HashSet<usize>>,
+    scores: Option<&HashMap<usize, u32>>,
     explain: bool,
     before: &[(usize, Slot)],
 ) -> Result<Vec<(usize, Slot)>, Reason> {
@@ -313,7 +307,20 @@ fn attempt(
     }
     for &p in order {
         let pod = &snapshot.pods[p];
-        let chosen = choose(state, pod, plan, domain, &gpus_on);
+        let chosen = match scores {
+            None => choose(state, pod, plan, domain, &gpus_on, None),
+            // KAI's topology score outweighs every other preference: the best-scored nodes
+            // where the pod fits, then the next.
+            Some(scores) => {
+                let mut tiers: Vec<u32> = scores.values().copied().collect();
+                tiers.sort_unstable_by(|a, b| b.cmp(a));
+                tiers.dedup();
+                tiers.into_iter().find_map(|tier| {
+                    let only = |n: usize| scores.get(&n) == Some(&tier);
+                    choose(state, pod, plan, domain, &gpus_on, Some(&only))
+                })
+            }
+        };
         match chosen {
             Some(slot) => {
                 state.take(&slot, pod);
@@ -349,11 +356,13 @@ fn choose<'c>(
     plan: &Plan,
     domain: Option<&HashSet<usize>>,
     gpus_on: &HashMap<usize, i64>,
+    only: Option<&dyn Fn(usize) -> bool>,
 ) -> Option<Slot> {
     let cap = plan.max_gpus_per_node.map(|c| c as i64 * 1000);
     let feasible = |nodes: Box<dyn Iterator<Item = usize> + 'c>| {
         nodes
             .filter(|n| domain.is_none_or(|d| d.contains(n)))
+            .filter(|&n| only.is_none_or(|only| only(n)))
             .filter(|n| {
                 cap.is_none_or(|c| gpus_on.get(n).copied().unwrap_or(0) + pod.request.gpu <= c)
             })
@@ -742,6 +751,7 @@ impl Plan<'_> {
         Plan {
             strategy: Strategy::Binpack,
             max_gpus_per_node: None,
+            topology: None,
             required: None,
             preferred: None,
             gang: None,

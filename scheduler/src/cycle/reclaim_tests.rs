@@ -62,6 +62,7 @@ fn reclaim_never_takes_a_queue_more_than_one_victim_below_its_share() {
         "#,
     );
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
@@ -115,6 +116,7 @@ fn a_reclaimer_within_quota_takes_from_a_queue_above_its_quota() {
     pods.push(running(created(pod("c", "c1", 1), 0), "n2", 3000));
     pods.push(running(created(pod("c", "c2", 2), 0), "n3", 3000));
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 2)],
         pods,
@@ -163,6 +165,7 @@ fn reclaim_compares_queues_where_their_paths_split() {
         pods.push(at(pod("l3", &format!("l3-{i}"), 1), n, 3000));
     }
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 4)],
         pods,
@@ -195,6 +198,7 @@ fn reclaim_asks_for_the_gang_minimum() {
         pods.push(running(created(pod("b", &format!("b{i}"), 1), i), "n1", i));
     }
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
@@ -220,6 +224,7 @@ fn an_elastic_victim_loses_only_surplus_pods() {
         .collect();
     pods.push(created(pod("a", "a1", 1), 100));
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
@@ -267,6 +272,7 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
         ..created(pod("c", "c1", 2), 10)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2), node("n2", 2)],
         pods: vec![
@@ -337,6 +343,7 @@ fn a_victim_that_may_only_move_stays_when_it_fits_nowhere_else() {
         "#,
     );
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
@@ -391,6 +398,7 @@ fn a_job_asking_fewer_mig_instances_than_one_that_failed_is_still_tried() {
         ..running(created(mig(pod("a", "v", 0), 1), 0), "m", 0)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![m],
         pods: vec![
@@ -435,6 +443,7 @@ fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
         .node_selector
         .insert("kubernetes.io/hostname".into(), "n1".into());
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 1)],
         pods: vec![
@@ -474,6 +483,7 @@ fn a_victim_whose_queue_goes_first_takes_its_room_back_before_the_reclaimer() {
             "#
         ));
         let s = Snapshot {
+            topologies: Vec::new(),
             priority_classes: Default::default(),
             nodes: vec![node("n", 4)],
             pods: vec![
@@ -520,6 +530,7 @@ fn a_job_that_took_its_room_back_may_give_another_pod_to_the_same_reclaimer() {
         ..running(created(pod("a", name, 1), at), "n", at)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -563,6 +574,7 @@ fn the_reclaimers_queue_competes_with_each_waiting_job_in_turn() {
         "#,
     );
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -605,6 +617,7 @@ fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
         "#,
     );
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -648,6 +661,7 @@ fn a_pipelined_pod_leaves_the_idle_room_to_the_next_one() {
     let (r, rg) = gang("r", "r", 2, 1, 2);
     pods.extend(r.into_iter().map(|p| created(p, 100)));
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 2), node("n1", 3)],
         pods,
@@ -700,6 +714,7 @@ fn a_victim_put_back_before_the_reclaimer_may_still_be_preempted() {
         ..p
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 2), node("n1", 2)],
         pods: vec![
@@ -770,6 +785,7 @@ fn the_victims_placed_again_after_the_gang_go_in_queue_order() {
         "#,
     );
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 2)],
         pods: vec![
@@ -815,6 +831,7 @@ fn a_victim_the_preemptor_does_not_need_is_placed_again_by_the_nodes_order() {
             ..pod
         };
         let s = Snapshot {
+            topologies: Vec::new(),
             priority_classes: Default::default(),
             nodes: vec![node("x", 4), node("w", 8)],
             pods: vec![
@@ -885,6 +902,7 @@ fn victim_queues_are_ranked_on_the_allocation_the_attempt_began_with() {
     pods.push(running(pod("q1-0", "j4", 4), "n1", 0));
     pods.push(running(created(pod("q2", "j5", 1), 1), "n0", 1));
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 4), node("n1", 4)],
         pods,
@@ -938,6 +956,7 @@ fn victims_asking_no_gpu_go_only_where_the_solver_places() {
         ..p
     };
     let mut s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 0)],
         pods: vec![
@@ -997,6 +1016,7 @@ fn a_job_larger_than_every_node_hides_no_later_job_from_reclaim() {
         ..p
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2), node("n2", 2)],
         pods: vec![
@@ -1076,6 +1096,7 @@ fn a_victim_job_is_placed_again_once_with_every_pod_taken_from_it() {
     ];
     pods.extend(j3);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 8), node("n1", 8), node("n2", 8)],
         pods,
@@ -1140,6 +1161,7 @@ fn reclaim_tries_the_waiting_jobs_in_the_queue_order_allocate_left() {
         ));
     }
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 8)],
         pods,

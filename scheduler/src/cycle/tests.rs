@@ -134,6 +134,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
     let p = policy(TWO_TEAMS);
     let (pods, group) = gang("a", "fits", 3, 4, 3);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -143,6 +144,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
 
     let (pods, group) = gang("a", "too-big", 5, 4, 5);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -166,6 +168,7 @@ fn a_gang_with_fewer_pods_than_its_minimum_waits() {
     let p = policy(TWO_TEAMS);
     let (pods, group) = gang("a", "g", 2, 1, 4);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods,
@@ -184,6 +187,7 @@ fn a_gang_with_fewer_pods_than_its_minimum_waits() {
 fn a_queue_never_goes_above_its_limit_even_with_idle_gpus() {
     let p = policy(TWO_TEAMS);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![running(pod("a", "old", 8), "n1", 0), pod("a", "new", 20)],
@@ -218,6 +222,7 @@ fn non_preemptible_work_only_runs_within_quota() {
         ..pod("b", name, gpus)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![prod("one", 6), prod("two", 4)],
@@ -244,6 +249,7 @@ fn namespace_rules_decide_the_queue_and_say_why_not() {
         ..pod(ns, name, 1)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![
@@ -293,6 +299,7 @@ fn higher_priority_preempts_lower_inside_a_queue_and_is_pipelined() {
         ..pod("b", "prod", 8)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![train, prod],
@@ -335,6 +342,7 @@ fn preempt_places_victims_asking_no_gpu_only_on_the_solvers_nodes() {
         ..pod("b", name, gpus)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 0)],
         pods: vec![
@@ -371,6 +379,7 @@ fn a_starved_queue_reclaims_from_one_above_its_fair_share() {
     let p = policy(TWO_TEAMS);
     // a runs 16 GPUs (fair share 8 when b asks for 8); b waits for 8.
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
@@ -424,6 +433,7 @@ fn a_victim_inside_its_min_runtime_is_not_reclaimed() {
         "queue \"a\" {\n min-runtime reclaim=\"10m\"\n",
     ));
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
@@ -471,6 +481,7 @@ fn min_runtime_counts_from_the_pod_groups_last_start() {
         }
         pods.push(pod("b", "b1", 8));
         Snapshot {
+            topologies: Vec::new(),
             priority_classes: Default::default(),
             nodes: vec![node("n1", 8), node("n2", 8)],
             pods,
@@ -522,6 +533,7 @@ fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
         ..running(pod("b", "leaving", 2), "n1", 0)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: vec![leaving, running(pod("b", "stays", 1), "n1", 0), e0]
@@ -554,6 +566,7 @@ fn a_cycle_marks_the_groups_it_starts() {
     pods.extend(elastic);
     pods.push(pod("a", "solo", 1));
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -600,6 +613,7 @@ fn fair_shares_count_the_room_of_kais_reservation_pods() {
         ..pod("a", name, 0)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![n1],
         pods: vec![
@@ -653,6 +667,7 @@ fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
     let p = policy(TWO_TEAMS);
     let half = |name: &str| half_gpu("a", name);
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 1), node("n2", 1)],
         pods: vec![running(half("h0"), "n1", 0), half("h1"), half("h2")],
@@ -691,6 +706,7 @@ fn a_shared_pod_joins_a_used_device_first_under_binpack() {
         running(pod, "n1", 0)
     };
     let s = |n1: i64, n2: i64, held: i64| Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", n1), node("n2", n2)],
         pods: vec![used(held), half_gpu("a", "new")],
@@ -731,6 +747,7 @@ fn spread_takes_the_node_with_the_largest_share_free() {
         ..running(pod("b", name, gpus), on, 0)
     };
     let s = |n2_used: i64| Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 2)],
         pods: [busy("on-n1", "n1", 4, 1), pod("a", "new", 1)]
@@ -743,6 +760,7 @@ fn spread_takes_the_node_with_the_largest_share_free() {
     assert_eq!(binds(&cycle(&p, &s(0), 0)), to("n2"));
     assert_eq!(binds(&cycle(&p, &s(1), 0)), to("n2"));
     let cpu = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![cores("c1", 64), cores("c2", 8)],
         pods: vec![
@@ -771,6 +789,7 @@ fn binpack_ranks_nodes_for_a_shared_pod_by_whole_free_devices() {
         running(pod, on, 0)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 3), node("n2", 3)],
         pods: vec![
@@ -798,6 +817,7 @@ fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_
         running(pod, "n1", 0)
     };
     let s = |groups: [Option<&str>; 2]| Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2)],
         pods: vec![
@@ -842,6 +862,7 @@ fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_
 #[test]
 fn a_shared_pod_waits_for_the_releasing_half_of_a_shared_device_under_binpack() {
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
         pods: vec![
@@ -903,6 +924,7 @@ fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
     ));
     let (pods, group) = halves(2, 2);
     let mut s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
         pods: vec![on_g0("run", false), on_g0("leaving", true)],
@@ -949,6 +971,7 @@ fn a_pod_shared_over_several_named_devices_holds_each_of_them() {
     let s = |named: bool| {
         let groups = |g: &'static [&'static str]| if named { g } else { &[] };
         Snapshot {
+            topologies: Vec::new(),
             priority_classes: Default::default(),
             nodes: vec![node("n1", 3), node("n2", 1)],
             pods: vec![
@@ -975,6 +998,7 @@ fn a_pod_shared_over_several_named_devices_holds_each_of_them() {
 #[test]
 fn binpack_fills_the_fullest_node_and_spread_the_emptiest() {
     let s = |p: Pod| Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![running(pod("a", "old", 6), "n2", 0), p],
@@ -1022,6 +1046,7 @@ fn a_pod_asking_no_gpu_goes_to_a_node_without_gpus_first() {
         ..node("c1", 0)
     };
     let s = |g1_held: i64, c1_held: i64| Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("g1", 8), c1.clone()],
         pods: vec![
@@ -1068,6 +1093,7 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
     let r = cycle(
         &p,
         &Snapshot {
+            topologies: Vec::new(),
             priority_classes: Default::default(),
             nodes: nodes.clone(),
             pods,
@@ -1086,6 +1112,7 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
     let r = cycle(
         &p,
         &Snapshot {
+            topologies: Vec::new(),
             priority_classes: Default::default(),
             nodes: tiny,
             pods,
@@ -1114,6 +1141,7 @@ fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() 
     pods[1] = running(pods[1].clone(), "n2", 0);
     pods[2].created = 100;
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -1176,6 +1204,7 @@ fn consolidation_moves_a_pod_to_make_room_for_a_gang_and_re_places_it() {
     let p = policy(TWO_TEAMS);
     // 4 free GPUs on each node, but the pending pod needs 8 on one node: move b/small away.
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
@@ -1232,6 +1261,7 @@ fn consolidation_moves_pods_only_to_nodes_with_free_gpus_for_a_gpu_job() {
         ..pod("a", "p", 1)
     };
     let mut s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 0)],
         pods: vec![c1, want],
@@ -1263,6 +1293,7 @@ fn consolidation_never_moves_non_preemptible_work() {
         ..running(pod("b", name, 4), node_name, 0)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![prod("p1", "n1"), prod("p2", "n2"), pod("a", "big", 8)],
@@ -1321,6 +1352,7 @@ fn consolidation_takes_victims_from_the_queue_last_in_the_queue_order_first() {
         ..running(p, node, created)
     };
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 4)],
         pods: vec![
@@ -1373,6 +1405,7 @@ fn consolidation_moves_an_elastic_job_surplus_pod_by_pod() {
         ..pod("a", "p", 2)
     });
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods,
@@ -1414,6 +1447,7 @@ fn a_cycle_runs_only_the_actions_it_is_given() {
         ..pod("b", "b2", 4)
     });
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8), node("n3", 8)],
         pods,
@@ -1461,6 +1495,7 @@ fn a_preemption_delay_counts_from_the_last_eviction_when_later() {
     // A lower-priority pod of the same queue holds the node: preempt would take it.
     pods.push(running(pod("b", "b1", 8), "n1", 0));
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods,
@@ -1506,6 +1541,7 @@ fn an_elastic_victim_gets_back_one_pod_when_it_keeps_its_minimum() {
     let mut x = node("x", 4);
     x.labels.insert("pool".into(), "x".into());
     let s = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![x, node("y", 2), node("z", 1)],
         pods: vec![

@@ -488,6 +488,7 @@ impl Owners {
                 namespace: namespace.to_string(),
                 name: name.clone(),
                 min_member: min,
+                topology: annotation("kai.scheduler/topology"),
                 topology_required: annotation("kai.scheduler/topology-required-placement"),
                 topology_preferred: annotation("kai.scheduler/topology-preferred-placement"),
                 kind_priority: Some(if per_pod { "inference" } else { "train" }.to_string()),

@@ -41,6 +41,7 @@ fn node(name: &str) -> Node {
 #[test]
 fn decisions_change_the_snapshot() {
     let mut snapshot = Snapshot {
+        topologies: Vec::new(),
         priority_classes: Default::default(),
         nodes: vec![node("a"), node("b")],
         pods: vec![
