@@ -88,9 +88,19 @@ impl FailedJobs {
                 .cmp(&key(a))
                 .then_with(|| b.extended.cmp(&a.extended))
         });
+        // KAI's signature also counts the topology constraint (`subgroup_info/podset.go`).
+        let j = &cx.jobs[job];
         let signature = pods
             .first()
-            .map(|&p| format!("{:?}", cx.snapshot.pods[p].constraints))
+            .map(|&p| {
+                format!(
+                    "{:?} {:?} {:?} {:?}",
+                    cx.snapshot.pods[p].constraints,
+                    j.topology,
+                    j.topology_required,
+                    j.topology_preferred
+                )
+            })
             .unwrap_or_default();
         ((leaf, signature), sizes)
     }

@@ -1178,3 +1178,45 @@ fn reclaim_tries_the_waiting_jobs_in_the_queue_order_allocate_left() {
         pending_reason(&r, "a/a1")
     );
 }
+
+/// A job that failed under a topology constraint does not hide a job of the same size without
+/// one: KAI's scheduling signature counts each pod set's topology (`subgroup_info/podset.go`,
+/// `minimal_job_comparison.go`).
+///
+/// Node m (2 GPUs, no zone label) runs A's w (2 GPUs, quota 0). R (quota 2) wants r1, one pod
+/// of 2 GPUs that must stay inside one zone: no node carries the label, so no victim helps and
+/// r1 fails. r2, the same pod without the constraint, is tried after it, and takes w's room.
+#[test]
+fn a_job_without_a_topology_is_tried_after_one_with_a_topology_failed() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=0; namespaces "a" }
+        queue "r" { gpu quota=2; namespaces "r" }
+        "#,
+    );
+    let r1 = Pod {
+        group: Some("r1".into()),
+        ..created(pod("r", "r1", 2), 10)
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        priority_classes: Default::default(),
+        nodes: vec![node("m", 2)],
+        pods: vec![
+            running(created(pod("a", "w", 2), 0), "m", 0),
+            r1,
+            created(pod("r", "r2", 2), 20),
+        ],
+        groups: vec![PodGroup {
+            namespace: "r".into(),
+            name: "r1".into(),
+            min_member: 1,
+            created: 10,
+            topology_required: Some("topology.kubernetes.io/zone".into()),
+            ..Default::default()
+        }],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(victims(&r), vec!["a/w"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("r/r2".to_string(), "m".to_string())]);
+}

@@ -404,6 +404,68 @@ spec:
 }
 
 #[test]
+fn topologies_and_the_topology_a_pod_group_names() {
+    // As KAI's examples write them (`docs/topology`): levels from the broadest down.
+    let file = parse(
+        "apiVersion: v1
+kind: List
+items:
+- apiVersion: kai.scheduler/v1alpha1
+  kind: Topology
+  metadata: {name: cluster-topology}
+  spec:
+    levels:
+    - nodeLabel: topology.kubernetes.io/zone
+    - nodeLabel: cloud.provider.com/topology-rack
+    - nodeLabel: kubernetes.io/hostname
+- apiVersion: kai.scheduler/v1alpha1
+  kind: Topology
+  metadata: {name: empty}
+  spec: {levels: []}
+- apiVersion: kai.scheduler/v1alpha1
+  kind: Topology
+  metadata: {name: twice}
+  spec: {levels: [{nodeLabel: rack}, {nodeLabel: rack}]}
+- apiVersion: scheduling.run.ai/v2alpha2
+  kind: PodGroup
+  metadata: {name: g, namespace: ns}
+  spec:
+    minMember: 2
+    topologyConstraint:
+      topology: cluster-topology
+      requiredTopologyLevel: topology.kubernetes.io/zone
+      preferredTopologyLevel: cloud.provider.com/topology-rack
+",
+    );
+    let t = &file.snapshot.topologies;
+    assert_eq!(t.len(), 1, "{:?}", file.notes);
+    assert_eq!(t[0].name, "cluster-topology");
+    assert_eq!(
+        t[0].levels,
+        [
+            "topology.kubernetes.io/zone",
+            "cloud.provider.com/topology-rack",
+            "kubernetes.io/hostname"
+        ]
+    );
+    let g = &file.snapshot.groups[0];
+    assert_eq!(g.topology.as_deref(), Some("cluster-topology"));
+    assert_eq!(
+        g.topology_preferred.as_deref(),
+        Some("cloud.provider.com/topology-rack")
+    );
+    let notes = file.notes.join("\n");
+    assert!(
+        notes.contains("Topology empty: spec.levels must list at least one level"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("Topology twice: spec.levels[1]: node label rack names two levels"),
+        "{notes}"
+    );
+}
+
+#[test]
 fn skipped_objects_leave_a_note() {
     let file = parse(
         "
