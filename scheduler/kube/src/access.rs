@@ -54,6 +54,10 @@ pub const POD_GROUPS_WATCH: Access = cluster("scheduling.run.ai", "podgroups", "
 pub const QUEUES_LIST: Access = cluster("scheduling.run.ai", "queues", "list");
 /// Watch Queues.
 pub const QUEUES_WATCH: Access = cluster("scheduling.run.ai", "queues", "watch");
+/// List KAI's Topology objects (the levels a topology constraint names).
+pub const TOPOLOGIES_LIST: Access = cluster("kai.scheduler", "topologies", "list");
+/// Watch Topologies.
+pub const TOPOLOGIES_WATCH: Access = cluster("kai.scheduler", "topologies", "watch");
 /// Bind a pod to a node (the calls of a cycle, `client.rs`).
 pub const BIND: Access = cluster("", "pods/binding", "create");
 /// Evict a pod through the Eviction API.
@@ -198,6 +202,8 @@ pub const BASE: &[Access] = &[
     POD_GROUP_CREATE,
     QUEUES_LIST,
     QUEUES_WATCH,
+    TOPOLOGIES_LIST,
+    TOPOLOGIES_WATCH,
     PRIORITY_CLASSES_LIST,
     PRIORITY_CLASSES_WATCH,
     POD_GROUPS_WATCH,

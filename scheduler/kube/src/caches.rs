@@ -1,5 +1,6 @@
 //! Watch caches (edge): one reflector per kind the scheduler reads (Nodes, Pods, PodGroups,
-//! Queues, whose names say which Queue objects may get a status, and the kinds that own pods,
+//! Queues, whose names say which Queue objects may get a status, KAI's Topologies, whose levels
+//! topology constraints name, and the kinds that own pods,
 //! [`access::OWNER_KINDS`], for grouping), each listing once and then following the watch,
 //! relisting by itself after a `410 Gone` or a broken connection (kube-runtime's watcher with
 //! its default backoff).
@@ -22,7 +23,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
@@ -39,6 +40,8 @@ pub struct Caches {
     groups: Store<DynamicObject>,
     queues: Store<DynamicObject>,
     priority_classes: Store<PriorityClass>,
+    /// KAI's Topology objects, and whether their watch has listed (or found the kind absent).
+    topologies: (Store<DynamicObject>, watch::Receiver<Listing>),
     owners: Vec<OwnerCache>,
     _tasks: JoinSet<()>,
 }
@@ -260,6 +263,18 @@ impl Caches {
             )
             .0,
             priority_classes: follow(Api::all(client.clone()), "PriorityClass", &mut tasks),
+            topologies: follow_dynamic(
+                client.clone(),
+                ApiResource::from_gvk_with_plural(
+                    &GroupVersionKind::gvk("kai.scheduler", "v1alpha1", "Topology"),
+                    "topologies",
+                ),
+                Keep::Whole,
+                Some(
+                    "KAI's Topology CRD is not installed: topology constraints are read by their node labels alone",
+                ),
+                &mut tasks,
+            ),
             owners: access::OWNER_KINDS
                 .iter()
                 .map(|kind| follow_owner(client.clone(), kind, &mut tasks))
@@ -274,6 +289,7 @@ impl Caches {
     pub fn synced(&self) -> impl Future<Output = Result<(), String>> + Send + 'static {
         let (nodes, pods, groups) = (self.nodes.clone(), self.pods.clone(), self.groups.clone());
         let classes = self.priority_classes.clone();
+        let mut topologies = self.topologies.1.clone();
         let owners: Vec<_> = self
             .owners
             .iter()
@@ -287,6 +303,10 @@ impl Caches {
             wait(pods.wait_until_ready().await, "Pod")?;
             wait(groups.wait_until_ready().await, "PodGroup")?;
             wait(classes.wait_until_ready().await, "PriorityClass")?;
+            topologies
+                .wait_for(|l| *l != Listing::Pending)
+                .await
+                .map_err(|_| "the Topology watch stopped before its first list".to_string())?;
             for (kind, mut listing) in owners {
                 listing
                     .wait_for(|l| *l != Listing::Pending)
@@ -341,6 +361,10 @@ impl Caches {
             groups,
             unreadable_groups,
             priority_classes: self.priority_classes.state(),
+            topologies: match *self.topologies.1.borrow() {
+                Listing::Absent => Vec::new(),
+                _ => self.topologies.0.state(),
+            },
             owners,
             complete_owner_kinds,
         }

@@ -43,6 +43,8 @@ pub struct Objects {
     pub groups: Vec<Arc<PodGroup>>,
     /// PriorityClasses (a class the policy does not declare takes its value from here).
     pub priority_classes: Vec<Arc<PriorityClass>>,
+    /// KAI's Topology objects (`kai.scheduler/v1alpha1`), each with its type.
+    pub topologies: Vec<Arc<DynamicObject>>,
     /// PodGroups our type cannot read: `(namespace, name, why)`. Their pending pods wait.
     pub unreadable_groups: Vec<(String, String, String)>,
     /// Objects that may own pods (ReplicaSets, Jobs, JobSets, …), each with its type.
@@ -99,6 +101,10 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
     for class in &objects.priority_classes {
         let value = typed("scheduling.k8s.io/v1", "PriorityClass", class.as_ref());
         all.push(entry("PriorityClass", value, None));
+    }
+    for topology in &objects.topologies {
+        let value = serde_json::to_value(topology.as_ref()).unwrap_or(Value::Null);
+        all.push(entry("Topology", value, None));
     }
     for owner in &objects.owners {
         let kind = owner.types.as_ref().map_or("", |t| t.kind.as_str());

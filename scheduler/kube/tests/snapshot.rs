@@ -63,6 +63,35 @@ fn group() -> Arc<PodGroup> {
     )
 }
 
+/// A KAI Topology as the watch cache holds it: untyped, with its type set.
+fn topology() -> Arc<kube::api::DynamicObject> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": { "name": "cluster-topology" },
+            "spec": { "levels": [{ "nodeLabel": "zone" }, { "nodeLabel": "rack" }] },
+        }))
+        .unwrap(),
+    )
+}
+
+#[test]
+fn topologies_reach_the_snapshot() {
+    let objects = Objects {
+        nodes: vec![node("n1", 8)],
+        topologies: vec![topology()],
+        ..Objects::default()
+    };
+    let Read {
+        snapshot, problems, ..
+    } = read(&objects, &options());
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(snapshot.topologies.len(), 1);
+    assert_eq!(snapshot.topologies[0].name, "cluster-topology");
+    assert_eq!(snapshot.topologies[0].levels, ["zone", "rack"]);
+}
+
 /// 2026-05-01T12:00:00Z in seconds since the Unix epoch.
 const NOON: u64 = 1_777_636_800;
 
