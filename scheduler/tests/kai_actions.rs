@@ -15,8 +15,8 @@ use kai_policy_compiler::model::{
 };
 use kai_policy_compiler::quantity::Duration;
 use kai_scheduler::cluster::{
-    Amounts, GPU_GROUP_LABEL, Node, NodeSelectorTerm, Operator, Pod, PodGroup, Requirement,
-    SUBGROUP_LABEL, Snapshot, SubGroup, Time, Topology,
+    Amounts, GPU_GROUP_LABEL, LabelSelector, Node, NodeSelectorTerm, Operator, Pod,
+    PodAffinityTerm, PodGroup, Requirement, SUBGROUP_LABEL, Snapshot, SubGroup, Time, Topology,
 };
 use kai_scheduler::cycle::{self, Actions, Cycle, GPU_MEMORY_LABEL};
 use kai_scheduler::decision::{Decision, EvictReason};
@@ -257,6 +257,15 @@ struct KaiTask {
     /// The pod set the task is in (`kai.scheduler/subgroup-name`).
     #[serde(default)]
     sub_group_name: Option<String>,
+    /// Labels of the pod, and what its inter-pod terms select (`tasks_fake.applyPodAffinityLabels`).
+    #[serde(default)]
+    pod_affinity_labels: BTreeMap<String, String>,
+    /// The topology key of a required pod affinity term selecting `pod_affinity_labels`.
+    #[serde(default)]
+    pod_affinity_topology_key: Option<String>,
+    /// The topology key of a required pod anti-affinity term selecting them.
+    #[serde(default)]
+    pod_anti_affinity_topology_key: Option<String>,
 }
 
 /// `test_utils.TestExpectedResultBasic` (the fields compared).
@@ -669,6 +678,22 @@ fn snapshot(
                     }
                 }
             }
+            pod.labels.extend(task.pod_affinity_labels.clone());
+            let term = |key: &Option<String>| -> Vec<PodAffinityTerm> {
+                match key {
+                    Some(key) if !task.pod_affinity_labels.is_empty() => vec![PodAffinityTerm {
+                        selector: LabelSelector {
+                            labels: task.pod_affinity_labels.clone(),
+                            expressions: Vec::new(),
+                        },
+                        namespaces: Vec::new(),
+                        topology_key: key.clone(),
+                    }],
+                    _ => Vec::new(),
+                }
+            };
+            pod.constraints.pod_affinity = term(&task.pod_affinity_topology_key);
+            pod.constraints.pod_anti_affinity = term(&task.pod_anti_affinity_topology_key);
             if !task.node_affinity_names.is_empty() {
                 pod.constraints.required_terms = vec![NodeSelectorTerm {
                     expressions: vec![Requirement {

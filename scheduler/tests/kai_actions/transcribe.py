@@ -504,7 +504,8 @@ JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "
               "IsBestEffortJob", "PreemptionDelay", "StaleDuration", "PerJobStalenessGracePeriod",
               "MinAvailable", "SubGroups", "MinSubGroup", "Topology"}
 TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
-               "RequiredMigInstances", "SubGroupName"}
+               "RequiredMigInstances", "SubGroupName", "PodAffinityLabels",
+               "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey"}
 NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
                "MigStrategy", "MigInstances", "GPUName"}
 QUEUE_FIELDS = {"Name", "Priority", "DeservedGPUs", "DeservedCPUs", "DeservedMemory",
@@ -610,8 +611,7 @@ def job(lit):
         t = dict(t)
         if t.get("SubGroupName") and "SubGroups" not in lit:
             raise Cannot(f"a task of job {lit.get('Name')} names a sub-group of a job without any")
-        for k in ("Priority", "Annotations", "PodAffinityLabels",
-                  "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "ResourceClaimNames",
+        for k in ("Priority", "Annotations", "ResourceClaimNames",
                   "ResourceClaimTemplates", "PersistentVolumeClaimNames", "IsLegacyMigTask"):
             if t.get(k):
                 raise Cannot(f"a task of job {lit.get('Name')} sets {k}, which the harness "
