@@ -266,6 +266,9 @@ struct KaiTask {
     /// The topology key of a required pod anti-affinity term selecting them.
     #[serde(default)]
     pod_anti_affinity_topology_key: Option<String>,
+    /// The task's priority inside its job (`jobs_fake`: the `kai.scheduler/task-priority` label).
+    #[serde(default)]
+    priority: Option<i64>,
 }
 
 /// `test_utils.TestExpectedResultBasic` (the fields compared).
@@ -679,6 +682,10 @@ fn snapshot(
                 }
             }
             pod.labels.extend(task.pod_affinity_labels.clone());
+            if let Some(priority) = task.priority {
+                pod.labels
+                    .insert("kai.scheduler/task-priority".into(), priority.to_string());
+            }
             let term = |key: &Option<String>| -> Vec<PodAffinityTerm> {
                 match key {
                     Some(key) if !task.pod_affinity_labels.is_empty() => vec![PodAffinityTerm {

@@ -184,7 +184,13 @@ impl Context<'_> {
         let mut order: Vec<usize> = (0..released.len()).collect();
         order.sort_by_cached_key(|&i| {
             let (p, _, v) = released[i];
-            (self.job_order(v), self.snapshot.pods[p].created, p)
+            let pod = &self.snapshot.pods[p];
+            (
+                self.job_order(v),
+                super::jobs::task_rank(pod),
+                pod.created,
+                p,
+            )
         });
         let mut to: Vec<Option<Slot>> = vec![None; released.len()];
         for &i in &order {

@@ -465,10 +465,11 @@ impl Context<'_> {
     ) -> Option<(usize, Vec<usize>)> {
         // Victims popped so far are released already: their pods hold no slot, so they count
         // neither as running nor as active here.
+        // The last pod in KAI's task order goes first (`GetTasksToEvict`).
         let newest = |pods: &[usize]| {
             pods.iter().copied().max_by_key(|&p| {
                 let pod = &self.snapshot.pods[p];
-                (pod.started, pod.created, p)
+                (super::jobs::task_rank(pod), pod.started, pod.created, p)
             })
         };
         // With sub-groups, the pods KAI's `GetTasksToEvict` gives, found once per job.
@@ -919,7 +920,10 @@ impl Context<'_> {
             .collect();
         // KAI's task order: the oldest first (`Session.TaskOrderFn`, whose last tie-break, the
         // UID, is the snapshot's order here).
-        pods.sort_by_key(|&(p, _, _)| (self.snapshot.pods[p].created, p));
+        pods.sort_by_key(|&(p, _, _)| {
+            let pod = &self.snapshot.pods[p];
+            (super::jobs::task_rank(pod), pod.created, p)
+        });
         let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
         let count = match self.jobs[v].gang {
             Some(_) => all.len(),

@@ -78,6 +78,26 @@ pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
     build(snapshot, policy, group(snapshot))
 }
 
+/// KAI's pod label that orders the pods of one job (`constants/labels: TaskOrderLabelKey`).
+pub const TASK_PRIORITY_LABEL: &str = "kai.scheduler/task-priority";
+
+/// Where [`task_rank`] puts a pod: without a task priority?, then the priority, highest first.
+pub(crate) type TaskRank = (bool, std::cmp::Reverse<i64>);
+
+/// A pod's place in KAI's task order before its creation time (`taskorder.TaskOrderFn`): pods
+/// with a task priority first, the highest first, then pods without one (or with one that is
+/// not a number).
+pub(crate) fn task_rank(pod: &crate::cluster::Pod) -> TaskRank {
+    let priority = if pod.labels.is_empty() {
+        None
+    } else {
+        pod.labels
+            .get(TASK_PRIORITY_LABEL)
+            .and_then(|v| v.parse::<i64>().ok())
+    };
+    (priority.is_none(), std::cmp::Reverse(priority.unwrap_or(0)))
+}
+
 /// The snapshot's pods sorted into their jobs' runs, in the jobs' order, each with its pod
 /// group object: the first half of [`jobs`], which [`build`] finishes (on any slice of it, so
 /// that a large cluster's jobs are built on two threads).
@@ -113,6 +133,13 @@ pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Members)> {
                     .flatten();
                 by_key.push((key, (object, vec![i])));
             }
+        }
+    }
+    // Inside a job, KAI's task order: pods labelled with a task priority first, the highest
+    // first (`plugins/taskorder`), then the snapshot's order. Sorted only where a pod has one.
+    for (_, (_, pods)) in by_key.iter_mut().filter(|(_, (_, pods))| pods.len() > 1) {
+        if pods.iter().any(|&p| !task_rank(&snapshot.pods[p]).0) {
+            pods.sort_by_cached_key(|&p| task_rank(&snapshot.pods[p]));
         }
     }
     by_key

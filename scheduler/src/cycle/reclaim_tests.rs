@@ -1220,3 +1220,50 @@ fn a_job_without_a_topology_is_tried_after_one_with_a_topology_failed() {
     assert_eq!(victims(&r), vec!["a/w"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("r/r2".to_string(), "m".to_string())]);
 }
+
+/// An elastic victim gives up the pod last in KAI's task order first: pods with a
+/// `kai.scheduler/task-priority` label come before those without, the highest first
+/// (`plugins/taskorder`, `eviction_info.go: GetTasksToEvict` takes the reversed order).
+///
+/// n (2 GPUs) runs A's elastic job (minimum 1) of a1 and a2, a1 the older; a1 carries task
+/// priority 1 and a2 priority 5, so a2 comes first in the task order and a1 last. R (quota 1)
+/// wants one 1-GPU pod; A's quota is 0 and its fair share 1 (capacity 2, R asks 1). The
+/// surplus pod that goes is a1, though it is the older (by age alone a2 would go).
+#[test]
+fn an_elastic_victim_gives_up_the_pod_last_in_its_task_order() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=0; namespaces "a" }
+        queue "r" { gpu quota=1; namespaces "r" }
+        "#,
+    );
+    let elastic = |name: &str, at: Time, priority: &str| {
+        let mut p = Pod {
+            group: Some("a".into()),
+            ..running(created(pod("a", name, 1), at), "n", at)
+        };
+        p.labels
+            .insert("kai.scheduler/task-priority".into(), priority.into());
+        p
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n", 2)],
+        pods: vec![
+            elastic("a1", 0, "1"),
+            elastic("a2", 1, "5"),
+            created(pod("r", "r1", 1), 10),
+        ],
+        groups: vec![PodGroup {
+            namespace: "a".into(),
+            name: "a".into(),
+            min_member: 1,
+            created: 0,
+            ..Default::default()
+        }],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(reclaimed(&r), vec!["a/a1"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
+}

@@ -505,7 +505,7 @@ JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "
               "MinAvailable", "SubGroups", "MinSubGroup", "Topology"}
 TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
                "RequiredMigInstances", "SubGroupName", "PodAffinityLabels",
-               "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey"}
+               "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "Priority"}
 NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
                "MigStrategy", "MigInstances", "GPUName"}
 QUEUE_FIELDS = {"Name", "Priority", "DeservedGPUs", "DeservedCPUs", "DeservedMemory",
@@ -611,7 +611,7 @@ def job(lit):
         t = dict(t)
         if t.get("SubGroupName") and "SubGroups" not in lit:
             raise Cannot(f"a task of job {lit.get('Name')} names a sub-group of a job without any")
-        for k in ("Priority", "Annotations", "ResourceClaimNames",
+        for k in ("Annotations", "ResourceClaimNames",
                   "ResourceClaimTemplates", "PersistentVolumeClaimNames", "IsLegacyMigTask"):
             if t.get(k):
                 raise Cannot(f"a task of job {lit.get('Name')} sets {k}, which the harness "
