@@ -31,6 +31,9 @@ pub struct Plan<'p> {
     /// The job's sub-groups, whose own topology constraints hold their pods together inside
     /// the gang's domain.
     pub gang: Option<&'p Gang>,
+    /// Every pod of the job (none for a queue's plan): under a required topology, pods it
+    /// already runs keep new ones in their domain.
+    pub job_pods: &'p [usize],
 }
 
 impl<'p> Plan<'p> {
@@ -48,6 +51,7 @@ impl<'p> Plan<'p> {
                 required: p.topology_required.as_deref(),
                 preferred: p.topology_preferred.as_deref(),
                 gang: None,
+                job_pods: &[],
             },
             None => Plan {
                 strategy: if wants_gpu {
@@ -60,6 +64,7 @@ impl<'p> Plan<'p> {
                 required: None,
                 preferred: None,
                 gang: None,
+                job_pods: &[],
             },
         }
     }
@@ -76,6 +81,7 @@ impl<'p> Plan<'p> {
             plan.preferred = job.topology_preferred.as_deref();
         }
         plan.gang = job.gang.as_deref();
+        plan.job_pods = &job.pods;
         plan
     }
 }
@@ -125,8 +131,17 @@ fn place(
     };
     let found = topology::domains(state, snapshot, &constraint, pods, None);
     let scores = found.scores.as_ref();
+    // KAI keeps a job that runs pods inside the required domains that hold them
+    // (`job_filtering.go: getRelevantDomainsWithAllocatedPods`).
+    let held = topology::held_domains(snapshot, &constraint, plan.job_pods, pods);
     let mut last = None;
     for nodes in found.tries {
+        if let (Some(held), Some(&first)) = (&held, nodes.first())
+            && !topology::required_id(snapshot, &constraint, first)
+                .is_some_and(|id| held.contains(&id))
+        {
+            continue;
+        }
         let members: HashSet<usize> = nodes.into_iter().collect();
         match attempt_parts(
             state,
@@ -755,6 +770,7 @@ impl Plan<'_> {
             required: None,
             preferred: None,
             gang: None,
+            job_pods: &[],
         }
     }
 }

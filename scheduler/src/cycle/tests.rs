@@ -1584,3 +1584,54 @@ fn an_elastic_victim_gets_back_one_pod_when_it_keeps_its_minimum() {
         node: "x".into()
     }));
 }
+
+/// A job that already runs pods under a required topology grows only inside the domains that
+/// hold them (KAI's `job_filtering.go: getRelevantDomainsWithAllocatedPods`).
+///
+/// Racks r1 (n1, 1 GPU) and r2 (n2, 2 GPUs). Elastic job g (minimum 1, rack required) runs
+/// g-0 on n1, which is full; its pending g-1 fits on n2 only, in the other rack, so it waits.
+/// Without the rule it would go to n2.
+#[test]
+fn a_running_job_grows_only_inside_the_required_domain_it_holds() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=4; namespaces "a" }
+        "#,
+    );
+    let racked = |name: &str, gpus: i64, rack: &str| {
+        let mut n = node(name, gpus);
+        n.labels.insert("rack".into(), rack.into());
+        n
+    };
+    let member = |p: Pod| Pod {
+        group: Some("g".into()),
+        ..p
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        priority_classes: Default::default(),
+        nodes: vec![racked("n1", 1, "r1"), racked("n2", 2, "r2")],
+        pods: vec![
+            member(running(pod("a", "g-0", 1), "n1", 0)),
+            member(pod("a", "g-1", 1)),
+        ],
+        groups: vec![PodGroup {
+            namespace: "a".into(),
+            name: "g".into(),
+            min_member: 1,
+            topology_required: Some("rack".into()),
+            ..Default::default()
+        }],
+    };
+    let r = cycle(&p, &s, 600);
+    assert_eq!(
+        binds(&r),
+        Vec::<(String, String)>::new(),
+        "{:#?}",
+        r.decisions
+    );
+    assert!(matches!(
+        pending_reason(&r, "a/g"),
+        Reason::NoTopologyDomain { .. }
+    ));
+}

@@ -294,3 +294,45 @@ fn accommodation(largest: &Amounts, room: &Amounts, count: usize) -> i64 {
         .min()
         .unwrap_or(count as i64)
 }
+
+/// The id of the domain of the constraint's required level that holds `node` (`None` without a
+/// required level, or for a node outside the topology).
+pub fn required_id(snapshot: &Snapshot, constraint: &Constraint, node: usize) -> Option<String> {
+    let required = constraint.required?;
+    let upto = constraint.levels.iter().position(|l| *l == required)?;
+    let labels = &snapshot.nodes[node].labels;
+    let values: Option<Vec<&str>> = constraint.levels[..=upto]
+        .iter()
+        .map(|l| labels.get(*l).map(String::as_str))
+        .collect();
+    Some(values?.join("."))
+}
+
+/// Under a required level, the ids of its domains where the job already runs pods (other than
+/// `placing`), when it runs any: new pods go only there. Terminating pods do not count.
+pub fn held_domains(
+    snapshot: &Snapshot,
+    constraint: &Constraint,
+    job_pods: &[usize],
+    placing: &[usize],
+) -> Option<HashSet<String>> {
+    constraint.required?;
+    let running: HashSet<&str> = job_pods
+        .iter()
+        .filter(|p| !placing.contains(p))
+        .map(|&p| &snapshot.pods[p])
+        .filter(|p| !p.terminating)
+        .filter_map(|p| p.node.as_deref())
+        .collect();
+    if running.is_empty() {
+        return None;
+    }
+    let held = snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| running.contains(&n.name.as_str()))
+        .filter_map(|(i, _)| required_id(snapshot, constraint, i))
+        .collect();
+    Some(held)
+}
