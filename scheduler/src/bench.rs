@@ -903,6 +903,7 @@ fn push_gang(
             started: None,
             termination_grace_seconds: 30,
             terminating: false,
+            deletion_deadline: None,
             ..Default::default()
         });
     }
@@ -1058,6 +1059,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 started: Some(created + 10),
                 termination_grace_seconds: 30,
                 terminating: false,
+                deletion_deadline: None,
                 ..Default::default()
             });
         }

@@ -262,6 +262,10 @@ pub struct Pod {
     pub termination_grace_seconds: u64,
     /// Being deleted (`metadata.deletionTimestamp` set): its resources are being released.
     pub terminating: bool,
+    /// `metadata.deletionTimestamp`, on the scheduler's clock, when known: the end of its grace
+    /// period. A pod still running well after it is stuck, not releasing (KAI's
+    /// `StuckInReleasing`).
+    pub deletion_deadline: Option<Time>,
 }
 
 impl Pod {

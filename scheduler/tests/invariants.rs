@@ -122,6 +122,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
                 started: None,
                 termination_grace_seconds: 30,
                 terminating: false,
+                deletion_deadline: None,
                 ..Default::default()
             });
         }

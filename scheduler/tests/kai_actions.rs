@@ -590,7 +590,7 @@ fn snapshot(
             let (bound, terminating) = match task.state.as_str() {
                 "Pending" => (false, false),
                 "Running" | "Bound" | "Binding" | "Allocated" => (true, false),
-                "Releasing" => (true, true),
+                "Releasing" | "StuckInReleasing" => (true, true),
                 "Succeeded" | "Failed" => (false, false),
                 other => {
                     return Err(format!(
@@ -662,6 +662,12 @@ fn snapshot(
                 started: bound.then_some(NOW - STARTED_AGO),
                 termination_grace_seconds: 30,
                 terminating,
+                // A stuck pod's grace period ended long ago; a releasing one's ends soon.
+                deletion_deadline: match task.state.as_str() {
+                    "StuckInReleasing" => Some(NOW - 600),
+                    "Releasing" => Some(NOW + 30),
+                    _ => None,
+                },
                 ..Pod::default()
             };
             if let Some(sub) = task.sub_group_name.as_ref().filter(|s| !s.is_empty()) {
@@ -795,6 +801,7 @@ fn outcomes(snapshot: &Snapshot, decisions: &[Decision]) -> HashMap<String, Outc
         .map(|p| {
             let status = match (&p.node, p.terminating) {
                 (None, _) => "Pending",
+                (Some(_), true) if cycle::stuck_in_releasing(p, NOW) => "StuckInReleasing",
                 (Some(_), true) => "Releasing",
                 (Some(_), false) => "Running",
             };

@@ -184,6 +184,7 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                 created: rng.below(600) as u64,
                 termination_grace_seconds: 30,
                 terminating: false,
+                deletion_deadline: None,
                 ..Default::default()
             });
         }

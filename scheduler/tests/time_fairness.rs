@@ -61,6 +61,7 @@ fn pending(queue: &str, i: usize) -> Pod {
         started: None,
         termination_grace_seconds: 30,
         terminating: false,
+        deletion_deadline: None,
         ..Pod::default()
     }
 }

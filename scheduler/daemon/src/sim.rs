@@ -192,6 +192,7 @@ impl Backend for SimCluster {
                         p.move_to(to_node, now);
                     } else if !p.terminating {
                         p.terminating = true;
+                        p.deletion_deadline = Some(now + p.termination_grace_seconds);
                         self.leaving
                             .insert(pod.clone(), now + p.termination_grace_seconds);
                     }

@@ -62,6 +62,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 started: Some(created + 10),
                 termination_grace_seconds: 30,
                 terminating: false,
+                deletion_deadline: None,
                 ..Default::default()
             });
             snapshot.groups.push(PodGroup {

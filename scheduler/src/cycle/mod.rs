@@ -29,8 +29,22 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use std::time::Instant;
 
-use crate::cluster::{Amounts, Snapshot, Time};
+use crate::cluster::{Amounts, Pod, Snapshot, Time};
 use crate::decision::Decision;
+
+/// How long a running pod may outlive its deletion deadline before KAI counts it stuck rather
+/// than releasing (`constants.DefaultStuckInReleasingThreshold`).
+pub const STUCK_IN_RELEASING_SECONDS: u64 = 120;
+
+/// Whether a pod being deleted still runs more than [`STUCK_IN_RELEASING_SECONDS`] after its
+/// deletion deadline (`metadata.deletionTimestamp`) at `now` (`pod_info.go: getTaskStatus`).
+pub fn stuck_in_releasing(pod: &Pod, now: Time) -> bool {
+    pod.terminating
+        && pod.node.is_some()
+        && pod
+            .deletion_deadline
+            .is_some_and(|t| now.saturating_sub(t) > STUCK_IN_RELEASING_SECONDS)
+}
 
 /// The inputs of one cycle.
 #[derive(Debug, Clone, Copy)]
@@ -244,8 +258,13 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     lap("prepare");
     let shares = fairshare::compute(policy, &demand(snapshot, policy, &jobs, &used, usage));
     lap("fair-share");
+    // A pod stuck in deletion holds its room for good: nothing is pipelined onto it (KAI's
+    // `StuckInReleasing` is not `Releasing`, `pod_info.go: getTaskStatus`).
     let releasing = (0..snapshot.pods.len())
-        .filter(|&p| snapshot.pods[p].terminating && slots[p].is_some())
+        .filter(|&p| {
+            let pod = &snapshot.pods[p];
+            pod.terminating && slots[p].is_some() && !stuck_in_releasing(pod, now)
+        })
         .collect();
     let running_pods = allocate::RunningPods::new(snapshot, &jobs, &slots);
     let mut ctx = allocate::Context {

@@ -52,6 +52,7 @@ pub(crate) fn pod(ns: &str, name: &str, gpus: i64) -> Pod {
         started: None,
         termination_grace_seconds: 30,
         terminating: false,
+        deletion_deadline: None,
         ..Default::default()
     }
 }
@@ -521,6 +522,7 @@ fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
     let mut pods = pods.into_iter();
     let e0 = Pod {
         terminating: true,
+        deletion_deadline: None,
         request: Amounts {
             gpu: 2000,
             cpu: 1000,
@@ -530,6 +532,7 @@ fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
     };
     let leaving = Pod {
         terminating: true,
+        deletion_deadline: None,
         ..running(pod("b", "leaving", 2), "n1", 0)
     };
     let s = Snapshot {

@@ -268,10 +268,12 @@ pub enum PodRead {
 pub struct PodTimes {
     created: Option<Timestamp>,
     started: Option<Timestamp>,
+    deleted: Option<Timestamp>,
 }
 
 impl PodTimes {
-    /// The pod's `metadata.creationTimestamp` and `status.startTime`.
+    /// The pod's `metadata.creationTimestamp`, `status.startTime` and
+    /// `metadata.deletionTimestamp`.
     pub fn of(pod: &K8sPod) -> PodTimes {
         PodTimes {
             created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
@@ -280,11 +282,13 @@ impl PodTimes {
                 .as_ref()
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0),
+            deleted: pod.metadata.deletion_timestamp.as_ref().map(|t| t.0),
         }
     }
 
     /// The instants the file's clock is set from.
     pub fn instants(&self) -> impl Iterator<Item = Timestamp> {
+        // The deletion time is a deadline, not an event the snapshot has seen.
         self.created.into_iter().chain(self.started)
     }
 
@@ -295,6 +299,7 @@ impl PodTimes {
         if pod.node.is_some() {
             pod.started = Some(self.started.map_or(pod.created, clock));
         }
+        pod.deletion_deadline = self.deleted.map(clock);
     }
 }
 
@@ -415,6 +420,7 @@ pub fn read_pod(
         created: 0,
         termination_grace_seconds: grace,
         terminating: meta.deletion_timestamp.is_some(),
+        deletion_deadline: None,
     })))
 }
 

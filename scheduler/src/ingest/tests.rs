@@ -529,6 +529,7 @@ spec:
     let file = parse_cluster("f", text, &early).unwrap();
     let p = &file.snapshot.pods[0];
     assert!(p.terminating);
+    assert_eq!(p.deletion_deadline, Some(7200));
     // Bound with no start time: it started when it was created.
     assert_eq!((p.created, p.started), (3600, Some(3600)));
     // The deletion time is a deadline, not an event the snapshot has seen.

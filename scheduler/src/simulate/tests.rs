@@ -20,6 +20,7 @@ fn pod(name: &str, node: Option<&str>) -> Pod {
         started: node.map(|_| 0),
         termination_grace_seconds: 30,
         terminating: false,
+        deletion_deadline: None,
         ..Default::default()
     }
 }

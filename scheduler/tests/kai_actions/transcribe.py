@@ -618,7 +618,7 @@ def job(lit):
                              f"does not model")
             t.pop(k, None)
         check_fields(t, TASK_FIELDS, f"a task of job {lit.get('Name')}")
-        if t.get("State") not in ("Pending", "Running", "Bound", "Binding", "Allocated",
+        if t.get("State") not in ("Pending", "Running", "Bound", "Binding", "Allocated", "StuckInReleasing",
                                   "Releasing", "Succeeded", "Failed"):
             raise Cannot(f"a task of job {lit.get('Name')} starts {t.get('State')}, a state our "
                          f"snapshot has no input for")
