@@ -127,7 +127,15 @@ fn place(
     let parts = parts.as_deref();
     let Some(constraint) = Constraint::new(snapshot, plan.topology, plan.required, plan.preferred)
     else {
-        return attempt_parts(state, snapshot, &order, parts, plan, None, None, explain);
+        return attempt_parts(
+            state,
+            snapshot,
+            &order,
+            parts,
+            plan,
+            Where::default(),
+            explain,
+        );
     };
     let found = topology::domains(state, snapshot, &constraint, pods, None);
     let scores = found.scores.as_ref();
@@ -143,16 +151,11 @@ fn place(
             continue;
         }
         let members: HashSet<usize> = nodes.into_iter().collect();
-        match attempt_parts(
-            state,
-            snapshot,
-            &order,
-            parts,
-            plan,
-            Some(&members),
+        let at = Where {
+            nodes: Some(&members),
             scores,
-            explain,
-        ) {
+        };
+        match attempt_parts(state, snapshot, &order, parts, plan, at, explain) {
             Ok(slots) => return Ok(slots),
             Err(reason) => last = Some(reason),
         }
@@ -171,25 +174,31 @@ fn place(
 /// the time a gang that cannot fit takes.
 const PART_SEARCH_BUDGET: usize = 64;
 
-/// One try of the whole gang inside `domain`: at once, or, when sub-groups have their own
-/// topology constraints, part by part, each part in a domain of its label (inside `domain`).
+/// Where a try may place pods: inside a domain's nodes (`None`: anywhere), and, under a
+/// preferred topology level, by the nodes' scores, best first.
+#[derive(Debug, Clone, Copy, Default)]
+struct Where<'a> {
+    nodes: Option<&'a HashSet<usize>>,
+    scores: Option<&'a HashMap<usize, u32>>,
+}
+
+/// One try of the whole gang `at` a domain: at once, or, when sub-groups have their own
+/// topology constraints, part by part, each part in a domain of its own (inside `at`'s).
 /// The parts' domains are searched together: when a later part finds no domain, an earlier part
-/// tries its next domain (depth first, domains in strategy order, at most
+/// tries its next domain (depth first, domains in KAI's order, at most
 /// [`PART_SEARCH_BUDGET`] part placements), so two sub-groups that fit only in each other's
 /// second choice are placed. On failure everything taken is given back.
-#[allow(clippy::too_many_arguments)]
 fn attempt_parts(
     state: &mut ClusterState,
     snapshot: &Snapshot,
     order: &[usize],
     parts: Option<&[Part]>,
     plan: &Plan,
-    domain: Option<&HashSet<usize>>,
-    scores: Option<&HashMap<usize, u32>>,
+    at: Where,
     explain: bool,
 ) -> Result<Vec<(usize, Slot)>, Reason> {
     let Some(parts) = parts else {
-        return attempt(state, snapshot, order, plan, domain, scores, explain, &[]);
+        return attempt(state, snapshot, order, plan, at, explain, &[]);
     };
     let orders: Vec<Vec<usize>> = parts
         .iter()
@@ -206,8 +215,8 @@ fn attempt_parts(
         parts,
         orders: &orders,
         plan,
-        outer: domain,
-        scores,
+        outer: at.nodes,
+        scores: at.scores,
         explain,
         budget: PART_SEARCH_BUDGET,
         placed: Vec::with_capacity(order.len()),
@@ -257,13 +266,16 @@ impl PartSearch<'_> {
             self.budget -= 1;
             let members: Option<HashSet<usize>> = nodes.map(|n| n.into_iter().collect());
             let within = members.as_ref().or(self.outer);
+            let at = Where {
+                nodes: within,
+                scores,
+            };
             match attempt(
                 state,
                 self.snapshot,
                 order,
                 self.plan,
-                within,
-                scores,
+                at,
                 self.explain,
                 &self.placed,
             ) {
@@ -302,14 +314,12 @@ impl PartSearch<'_> {
 /// One try, inside a domain or anywhere; on failure everything taken is given back, and the
 /// reason says what the filters found for the pod that did not fit, as things were at that
 /// moment (with the rest of the gang placed).
-#[allow(clippy::too_many_arguments)]
 fn attempt(
     state: &mut ClusterState,
     snapshot: &Snapshot,
     order: &[usize],
     plan: &Plan,
-    domain: Option<&HashSet<usize>>,
-    scores: Option<&HashMap<usize, u32>>,
+    at: Where,
     explain: bool,
     before: &[(usize, Slot)],
 ) -> Result<Vec<(usize, Slot)>, Reason> {
@@ -322,7 +332,8 @@ fn attempt(
     }
     for &p in order {
         let pod = &snapshot.pods[p];
-        let chosen = match scores {
+        let domain = at.nodes;
+        let chosen = match at.scores {
             None => choose(state, pod, plan, domain, &gpus_on, None),
             // KAI's topology score outweighs every other preference: the best-scored nodes
             // where the pod fits, then the next.
