@@ -904,6 +904,7 @@ fn push_gang(
             termination_grace_seconds: 30,
             terminating: false,
             deletion_deadline: None,
+            legacy_mig: false,
             ..Default::default()
         });
     }
@@ -1060,6 +1061,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 termination_grace_seconds: 30,
                 terminating: false,
                 deletion_deadline: None,
+                legacy_mig: false,
                 ..Default::default()
             });
         }

@@ -266,6 +266,10 @@ pub struct Pod {
     /// period. A pod still running well after it is stuck, not releasing (KAI's
     /// `StuckInReleasing`).
     pub deletion_deadline: Option<Time>,
+    /// Asks MIG instances through annotations (`nvidia.com/mig-…: "1"`), the old way: KAI never
+    /// places such a pod, and keeps other MIG pods off a node running one (its legacy MIG
+    /// tasks, `pod_info.go: updateLegacyMigResourceRequestFromAnnotations`).
+    pub legacy_mig: bool,
 }
 
 impl Pod {

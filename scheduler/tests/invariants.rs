@@ -123,6 +123,7 @@ fn snapshot(nodes: &[i64], jobs: &[JobSpec], tag: &str) -> Snapshot {
                 termination_grace_seconds: 30,
                 terminating: false,
                 deletion_deadline: None,
+                legacy_mig: false,
                 ..Default::default()
             });
         }

@@ -269,6 +269,9 @@ struct KaiTask {
     /// The task's priority inside its job (`jobs_fake`: the `kai.scheduler/task-priority` label).
     #[serde(default)]
     priority: Option<i64>,
+    /// A legacy MIG pod (MIG instances asked in annotations).
+    #[serde(default)]
+    is_legacy_mig_task: bool,
 }
 
 /// `test_utils.TestExpectedResultBasic` (the fields compared).
@@ -663,6 +666,7 @@ fn snapshot(
                 termination_grace_seconds: 30,
                 terminating,
                 // A stuck pod's grace period ended long ago; a releasing one's ends soon.
+                legacy_mig: task.is_legacy_mig_task,
                 deletion_deadline: match task.state.as_str() {
                     "StuckInReleasing" => Some(NOW - 600),
                     "Releasing" => Some(NOW + 30),

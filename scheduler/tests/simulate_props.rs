@@ -185,6 +185,7 @@ fn cluster(seed: u64, policy: &Policy) -> Snapshot {
                 termination_grace_seconds: 30,
                 terminating: false,
                 deletion_deadline: None,
+                legacy_mig: false,
                 ..Default::default()
             });
         }

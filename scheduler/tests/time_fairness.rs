@@ -62,6 +62,7 @@ fn pending(queue: &str, i: usize) -> Pod {
         termination_grace_seconds: 30,
         terminating: false,
         deletion_deadline: None,
+        legacy_mig: false,
         ..Pod::default()
     }
 }

@@ -63,6 +63,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
                 termination_grace_seconds: 30,
                 terminating: false,
                 deletion_deadline: None,
+                legacy_mig: false,
                 ..Default::default()
             });
             snapshot.groups.push(PodGroup {

@@ -46,6 +46,10 @@ pub enum Misfit {
     MigSingle,
     /// A MIG node with strategy `mixed`, and the pod asks for GPUs, not MIG instances.
     MigMixed,
+    /// The pod asks MIG instances through annotations (a legacy MIG pod): no node takes it.
+    LegacyMig,
+    /// The node runs a legacy MIG pod, and the pod asks MIG instances.
+    LegacyMigNode,
 }
 
 impl Misfit {
@@ -76,6 +80,14 @@ impl Misfit {
             Misfit::MigMixed => format!(
                 "{count} {have} MIG strategy mixed, which takes MIG instances only (the pod \
                  asks for GPUs)"
+            ),
+            Misfit::LegacyMig => format!(
+                "{count} {do_} not take a pod asking MIG instances through annotations (legacy \
+                 MIG, which KAI never schedules: ask for them as resources, \
+                 `nvidia.com/mig-1g.10gb: 1`)"
+            ),
+            Misfit::LegacyMigNode => format!(
+                "{count} {have} a legacy MIG pod running, which keeps MIG pods off the node"
             ),
         }
     }
@@ -148,6 +160,11 @@ pub fn mig_enabled(node: &Node) -> bool {
     }
 }
 
+/// Whether a pod asks MIG instances (KAI's `IsMigCandidate`).
+pub fn asks_mig(pod: &Pod) -> bool {
+    pod.extended.iter().any(|(n, &a)| is_mig(n, a))
+}
+
 /// KAI's `node_info.go: PredicateByNodeResourcesType` for MIG nodes: on a node with strategy
 /// `single` only pods asking for whole GPUs, on one with `mixed` only pods asking for MIG
 /// instances; a CPU-only pod goes anywhere.
@@ -155,7 +172,7 @@ pub fn mig_misfit(mig: Mig, pod: &Pod) -> Option<Misfit> {
     if mig == Mig::Off {
         return None;
     }
-    let wants_mig = pod.extended.iter().any(|(n, &a)| is_mig(n, a));
+    let wants_mig = asks_mig(pod);
     if pod.request.gpu == 0 && pod.gpu_memory.is_none() && !wants_mig {
         return None;
     }

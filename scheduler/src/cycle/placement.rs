@@ -549,6 +549,7 @@ fn same_needs(a: &Pod, b: &Pod, terms: bool) -> bool {
         && a.shared_devices == b.shared_devices
         && a.gpu_memory == b.gpu_memory
         && a.extended == b.extended
+        && a.legacy_mig == b.legacy_mig
         && a.constraints == b.constraints
         && (!terms || (a.namespace == b.namespace && a.labels == b.labels))
 }

@@ -104,6 +104,8 @@ pub struct ClusterState<'s> {
     meta: &'s [Node],
     /// Each node's MIG rule, read once from its labels and resources.
     mig: Vec<filters::Mig>,
+    /// Nodes running a legacy MIG pod ([`crate::cluster::Pod::legacy_mig`]).
+    legacy_mig: Vec<bool>,
     /// Pods per node, kept only when some pod has inter-pod (anti-)affinity terms.
     residents: Option<Vec<Vec<Resident>>>,
     soft_taints: bool,
@@ -200,6 +202,19 @@ impl<'s> ClusterState<'s> {
             }),
             meta: &snapshot.nodes,
             mig: snapshot.nodes.iter().map(filters::mig).collect(),
+            legacy_mig: {
+                let legacy: std::collections::HashSet<&str> = snapshot
+                    .pods
+                    .iter()
+                    .filter(|p| p.legacy_mig)
+                    .filter_map(|p| p.node.as_deref())
+                    .collect();
+                snapshot
+                    .nodes
+                    .iter()
+                    .map(|n| legacy.contains(n.name.as_str()))
+                    .collect()
+            },
             nodes,
             by_gpu: BTreeSet::new(),
             by_cpu: BTreeSet::new(),
@@ -557,7 +572,15 @@ impl<'s> ClusterState<'s> {
     /// The first filter a node fails for a pod whatever is free on it ([`filters::misfit`],
     /// then the node's MIG rule).
     pub fn misfit(&self, node: usize, pod: &Pod) -> Option<filters::Misfit> {
-        filters::misfit(&self.meta[node], pod).or_else(|| filters::mig_misfit(self.mig[node], pod))
+        if pod.legacy_mig {
+            return Some(filters::Misfit::LegacyMig);
+        }
+        filters::misfit(&self.meta[node], pod)
+            .or_else(|| filters::mig_misfit(self.mig[node], pod))
+            .or_else(|| {
+                (self.legacy_mig[node] && filters::asks_mig(pod))
+                    .then_some(filters::Misfit::LegacyMigNode)
+            })
     }
 
     /// Takes (`sign = -1`) or gives back (`sign = 1`) what a pod holds.

@@ -53,6 +53,7 @@ pub(crate) fn pod(ns: &str, name: &str, gpus: i64) -> Pod {
         termination_grace_seconds: 30,
         terminating: false,
         deletion_deadline: None,
+        legacy_mig: false,
         ..Default::default()
     }
 }
@@ -523,6 +524,7 @@ fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
     let e0 = Pod {
         terminating: true,
         deletion_deadline: None,
+        legacy_mig: false,
         request: Amounts {
             gpu: 2000,
             cpu: 1000,
@@ -533,6 +535,7 @@ fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
     let leaving = Pod {
         terminating: true,
         deletion_deadline: None,
+        legacy_mig: false,
         ..running(pod("b", "leaving", 2), "n1", 0)
     };
     let s = Snapshot {

@@ -303,6 +303,9 @@ impl PodTimes {
     }
 }
 
+/// The prefix of MIG instance resources (KAI's `IsMigResource`).
+const MIG_PREFIX: &str = "nvidia.com/mig-";
+
 /// A pod, with any notes about how it was read. Its times are left at 0: [`PodTimes::apply`]
 /// sets them once the file's clock is known.
 pub fn read_pod(
@@ -351,7 +354,7 @@ pub fn read_pod(
             "it is pending for another scheduler ({theirs}, not {ours})"
         )));
     }
-    let (mut request, extended) = match spec {
+    let (mut request, mut extended) = match spec {
         Some(spec) => pod_request(spec)?,
         None => Default::default(),
     };
@@ -377,6 +380,21 @@ pub fn read_pod(
     if let Some(share) = share {
         request.gpu = share.total;
         (fractional, shared_devices, gpu_memory) = (true, share.devices, share.memory_mib);
+    }
+    // A legacy MIG pod asks its instances in annotations, and they replace whatever its
+    // containers ask of GPUs (`pod_info.go: updateLegacyMigResourceRequestFromAnnotations`).
+    let legacy: Vec<(String, i64)> = annotations
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(MIG_PREFIX))
+        .filter_map(|(k, v)| v.trim().parse::<i64>().ok().map(|n| (k.clone(), n)))
+        .collect();
+    let legacy_mig = !legacy.is_empty();
+    if legacy_mig {
+        request.gpu = 0;
+        (fractional, shared_devices, gpu_memory) = (false, 0, None);
+        extended.retain(|k, _| !k.starts_with(MIG_PREFIX));
+        extended.extend(legacy);
     }
     let grace = spec
         .and_then(|s| s.termination_grace_period_seconds)
@@ -421,6 +439,7 @@ pub fn read_pod(
         termination_grace_seconds: grace,
         terminating: meta.deletion_timestamp.is_some(),
         deletion_deadline: None,
+        legacy_mig,
     })))
 }
 

@@ -509,6 +509,29 @@ items:
 }
 
 #[test]
+fn a_pod_asking_mig_instances_in_annotations_is_a_legacy_mig_pod() {
+    let file = parse(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: old
+  namespace: ns
+  annotations: {nvidia.com/mig-1g.10gb: \"2\"}
+spec:
+  schedulerName: kai-scheduler
+  containers:
+  - name: c
+    resources: {limits: {nvidia.com/gpu: \"1\"}}
+",
+    );
+    let p = &file.snapshot.pods[0];
+    assert!(p.legacy_mig);
+    // The annotation replaces what the containers ask of GPUs, as in KAI.
+    assert_eq!(p.request.gpu, 0);
+    assert_eq!(p.extended.get("nvidia.com/mig-1g.10gb"), Some(&2));
+}
+
+#[test]
 fn terminating_pods_and_a_given_origin() {
     let text = "
 apiVersion: v1

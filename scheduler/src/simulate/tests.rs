@@ -21,6 +21,7 @@ fn pod(name: &str, node: Option<&str>) -> Pod {
         termination_grace_seconds: 30,
         terminating: false,
         deletion_deadline: None,
+        legacy_mig: false,
         ..Default::default()
     }
 }

@@ -505,7 +505,8 @@ JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "
               "MinAvailable", "SubGroups", "MinSubGroup", "Topology"}
 TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
                "RequiredMigInstances", "SubGroupName", "PodAffinityLabels",
-               "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "Priority"}
+               "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "Priority",
+               "IsLegacyMigTask"}
 NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
                "MigStrategy", "MigInstances", "GPUName"}
 QUEUE_FIELDS = {"Name", "Priority", "DeservedGPUs", "DeservedCPUs", "DeservedMemory",
@@ -612,7 +613,7 @@ def job(lit):
         if t.get("SubGroupName") and "SubGroups" not in lit:
             raise Cannot(f"a task of job {lit.get('Name')} names a sub-group of a job without any")
         for k in ("Annotations", "ResourceClaimNames",
-                  "ResourceClaimTemplates", "PersistentVolumeClaimNames", "IsLegacyMigTask"):
+                  "ResourceClaimTemplates", "PersistentVolumeClaimNames"):
             if t.get(k):
                 raise Cannot(f"a task of job {lit.get('Name')} sets {k}, which the harness "
                              f"does not model")
