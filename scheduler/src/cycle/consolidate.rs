@@ -184,13 +184,7 @@ impl Context<'_> {
         let mut order: Vec<usize> = (0..released.len()).collect();
         order.sort_by_cached_key(|&i| {
             let (p, _, v) = released[i];
-            let pod = &self.snapshot.pods[p];
-            (
-                self.job_order(v),
-                super::jobs::task_rank(pod),
-                pod.created,
-                p,
-            )
+            (self.job_order(v), super::jobs::task_order(self.snapshot, p))
         });
         let mut to: Vec<Option<Slot>> = vec![None; released.len()];
         for &i in &order {

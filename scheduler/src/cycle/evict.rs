@@ -918,12 +918,7 @@ impl Context<'_> {
                     .map(move |(p, slot)| (*p, slot.clone(), u.must_move))
             })
             .collect();
-        // KAI's task order: the oldest first (`Session.TaskOrderFn`, whose last tie-break, the
-        // UID, is the snapshot's order here).
-        pods.sort_by_key(|&(p, _, _)| {
-            let pod = &self.snapshot.pods[p];
-            (super::jobs::task_rank(pod), pod.created, p)
-        });
+        pods.sort_by_key(|&(p, _, _)| super::jobs::task_order(self.snapshot, p));
         let all: Vec<usize> = pods.iter().map(|&(p, _, _)| p).collect();
         let count = match self.jobs[v].gang {
             Some(_) => all.len(),

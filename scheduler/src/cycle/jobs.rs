@@ -98,6 +98,13 @@ pub(crate) fn task_rank(pod: &crate::cluster::Pod) -> TaskRank {
     (priority.is_none(), std::cmp::Reverse(priority.unwrap_or(0)))
 }
 
+/// Pod `p`'s key in KAI's task order (`Session.TaskOrderFn`): [`task_rank`], then the oldest
+/// first, then the snapshot's order (KAI's last tie-break, the UID).
+pub(crate) fn task_order(snapshot: &Snapshot, p: usize) -> (TaskRank, Time, usize) {
+    let pod = &snapshot.pods[p];
+    (task_rank(pod), pod.created, p)
+}
+
 /// The snapshot's pods sorted into their jobs' runs, in the jobs' order, each with its pod
 /// group object: the first half of [`jobs`], which [`build`] finishes (on any slice of it, so
 /// that a large cluster's jobs are built on two threads).

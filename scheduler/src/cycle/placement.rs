@@ -137,19 +137,11 @@ fn place(
             explain,
         );
     };
-    let found = topology::domains(state, snapshot, &constraint, pods, None);
-    let scores = found.scores.as_ref();
-    // KAI keeps a job that runs pods inside the required domains that hold them
-    // (`job_filtering.go: getRelevantDomainsWithAllocatedPods`).
     let held = topology::held_domains(snapshot, &constraint, plan.job_pods, pods);
+    let found = topology::domains(state, snapshot, &constraint, pods, None, held.as_ref());
+    let scores = found.scores.as_ref();
     let mut last = None;
     for nodes in found.tries {
-        if let (Some(held), Some(&first)) = (&held, nodes.first())
-            && !topology::required_id(snapshot, &constraint, first)
-                .is_some_and(|id| held.contains(&id))
-        {
-            continue;
-        }
         let members: HashSet<usize> = nodes.into_iter().collect();
         let at = Where {
             nodes: Some(&members),
@@ -251,7 +243,8 @@ impl PartSearch<'_> {
         let (tries, own_scores) =
             match Constraint::new(self.snapshot, part.topology, part.required, part.preferred) {
                 Some(c) => {
-                    let found = topology::domains(state, self.snapshot, &c, order, self.outer);
+                    let found =
+                        topology::domains(state, self.snapshot, &c, order, self.outer, None);
                     (found.tries.into_iter().map(Some).collect(), found.scores)
                 }
                 None => (vec![None], None),

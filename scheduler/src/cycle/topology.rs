@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::jobs::request_of;
 use super::state::ClusterState;
 use crate::cluster::{Amounts, Snapshot};
 
@@ -92,7 +93,9 @@ struct Domain {
 ///   (`calcNodeAccommodation`), otherwise its total request (`checkJobDomainFit`,
 ///   `calculateRelevantDomainLevels`, `useRepresentorPodsAccounting`).
 /// - They are tried the lowest level first, each level in the ranked tree's order
-///   (`sortDomainInfos`, `topology_utils.go: reverseLevelOrder`).
+///   (`sortDomainInfos`, `topology_utils.go: reverseLevelOrder`). With `held` (the ids of the
+///   required level's domains where the job already runs pods, [`held_domains`]), only
+///   candidates inside those (`getRelevantDomainsWithAllocatedPods`).
 /// - Under a preferred level, the i-th of its n ranked domains scores ⌊10·(i+1)/n⌋ for each of
 ///   its nodes (`node_scoring.go: calculateNodeScores`), a score that outweighs every other
 ///   node preference.
@@ -102,8 +105,10 @@ pub fn domains(
     constraint: &Constraint,
     pods: &[usize],
     within: Option<&HashSet<usize>>,
+    held: Option<&HashSet<String>>,
 ) -> Domains {
     let levels = &constraint.levels;
+    let position = |label: Option<&str>| label.and_then(|l| levels.iter().position(|x| *x == l));
     let valid: Vec<usize> = (0..state.len())
         .filter(|&n| within.is_none_or(|w| w.contains(&n)) && state.schedulable(n))
         .filter(|&n| {
@@ -111,13 +116,7 @@ pub fn domains(
             levels.iter().all(|l| labels.contains_key(*l))
         })
         .collect();
-    let request = pods.iter().fold(Amounts::default(), |mut sum, &p| {
-        let r = snapshot.pods[p].request;
-        sum.gpu += r.gpu;
-        sum.cpu += r.cpu;
-        sum.memory += r.memory;
-        sum
-    });
+    let request = request_of(snapshot, pods);
     let largest = pods.iter().fold(Amounts::default(), |mut max, &p| {
         let r = snapshot.pods[p].request;
         max.gpu = max.gpu.max(r.gpu);
@@ -138,6 +137,9 @@ pub fn domains(
         ..Domain::default()
     }];
     let mut level_of: Vec<Option<usize>> = vec![None];
+    let required = position(constraint.required);
+    // Each domain's ancestor at the required level (itself there), for `held`.
+    let mut in_required: Vec<Option<usize>> = vec![None];
     let mut index: HashMap<(usize, String), usize> = HashMap::new();
     for &n in &valid {
         let labels = &snapshot.nodes[n].labels;
@@ -156,6 +158,7 @@ pub fn domains(
         };
         let node_pods = accommodation(&largest, &fit_room, pods.len());
         let mut parent = 0;
+        let mut at_required = None;
         let mut id = String::new();
         add(&mut tree[0], n, &room, node_pods);
         for (k, level) in levels.iter().enumerate() {
@@ -169,8 +172,13 @@ pub fn domains(
                     ..Domain::default()
                 });
                 level_of.push(Some(k));
+                in_required.push(None);
                 tree.len() - 1
             });
+            if required == Some(k) {
+                at_required = Some(at);
+            }
+            in_required[at] = at_required;
             if !tree[parent].children.contains(&at) {
                 tree[parent].children.push(at);
             }
@@ -196,11 +204,7 @@ pub fn domains(
         })
         .fold(0.0, f64::max)
     };
-    let position = |label: Option<&str>| label.and_then(|l| levels.iter().position(|x| *x == l));
-    let (required, preferred) = (
-        position(constraint.required),
-        position(constraint.preferred),
-    );
+    let preferred = position(constraint.preferred);
     let deepest = preferred.or(required).unwrap_or(0);
     // Rank each level's children down to the deepest level the constraint names.
     let ratios: Vec<f64> = tree.iter().map(ratio).collect();
@@ -227,12 +231,15 @@ pub fn domains(
             .collect();
         frontier = row.clone();
     }
-    let fits = |d: &Domain, ratio: f64| {
-        if by_shape {
-            d.pods >= pods.len() as i64
-        } else {
-            ratio <= 1.0
-        }
+    let fits = |d: usize| {
+        let holds_job =
+            held.is_none_or(|h| in_required[d].is_some_and(|a| h.contains(&tree[a].id)));
+        holds_job
+            && if by_shape {
+                tree[d].pods >= pods.len() as i64
+            } else {
+                ratios[d] <= 1.0
+            }
     };
     let lowest = preferred.max(required).unwrap_or(0);
     let mut tries = Vec::new();
@@ -241,12 +248,12 @@ pub fn domains(
             continue;
         }
         for &d in &by_level[k] {
-            if fits(&tree[d], ratios[d]) {
+            if fits(d) {
                 tries.push(tree[d].nodes.clone());
             }
         }
     }
-    if required.is_none() && fits(&tree[0], ratios[0]) {
+    if required.is_none() && fits(0) {
         tries.push(tree[0].nodes.clone());
     }
     let scores = preferred.map(|k| {
@@ -297,7 +304,7 @@ fn accommodation(largest: &Amounts, room: &Amounts, count: usize) -> i64 {
 
 /// The id of the domain of the constraint's required level that holds `node` (`None` without a
 /// required level, or for a node outside the topology).
-pub fn required_id(snapshot: &Snapshot, constraint: &Constraint, node: usize) -> Option<String> {
+fn required_id(snapshot: &Snapshot, constraint: &Constraint, node: usize) -> Option<String> {
     let required = constraint.required?;
     let upto = constraint.levels.iter().position(|l| *l == required)?;
     let labels = &snapshot.nodes[node].labels;
