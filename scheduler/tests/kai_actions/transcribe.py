@@ -900,6 +900,47 @@ def table_name(text, line):
     return None
 
 
+def go_consts(text, test):
+    """The integer constants of a Go test function's `const ( ... )` block."""
+    body = text[text.index(f"func {test}("):]
+    block = re.search(r"const\s*\((.*?)\)", body, re.S).group(1)
+    return {k: int(v) for k, v in re.findall(r"^\s*(\w+)\s*=\s*(\d+)", block, re.M)}
+
+
+def full_drain(text, test):
+    """`TestPreemptGangFullDrainMultiVictimPerNode` builds its nodes, jobs and expectations in Go
+    loops; this repeats those loops over the test's own constants (nodeCount, gpusPerNode,
+    gangPodGPUs, queueName) and builds the literal they make."""
+    c = go_consts(text, test)
+    queue_name = re.search(r'queueName\s*=\s*"([^"]+)"', text).group(1)
+    n, g = c["nodeCount"], c["gpusPerNode"]
+    lit = Lit("test_utils.TestTopologyBasic")
+    lit["Nodes"] = {f"node{i}": {"GPUs": g} for i in range(n)}
+    jobs, expected = [], {}
+    for i in range(n):
+        for j in range(g):
+            name = f"victim-n{i}-g{j}"
+            jobs.append({"Name": name, "RequiredGPUsPerTask": 1,
+                         "Priority": CONSTANTS["constants.PriorityTrainNumber"],
+                         "QueueName": queue_name,
+                         "Tasks": [{"NodeName": f"node{i}", "State": "Running"}]})
+            expected[name] = {"GPUsRequired": 1, "Status": "Releasing"}
+    jobs.append({"Name": "gang-preemptor", "RequiredGPUsPerTask": c["gangPodGPUs"],
+                 "Priority": CONSTANTS["constants.PriorityBuildNumber"],
+                 "QueueName": queue_name, "Tasks": [{"State": "Pending"} for _ in range(n)]})
+    expected["gang-preemptor"] = {"GPUsRequired": n * c["gangPodGPUs"], "Status": "Pipelined",
+                                  "DontValidateGPUGroup": True}
+    lit["Queues"] = [{"Name": queue_name, "DeservedGPUs": n * g, "GPUOverQuotaWeight": 1,
+                      "MaxAllowedGPUs": -1}]
+    lit["Jobs"] = jobs
+    lit["JobExpectedResults"] = expected
+    return lit
+
+
+# Test functions whose literal is filled in by Go loops, with the function that repeats them.
+LOOP_BUILT = {"TestPreemptGangFullDrainMultiVictimPerNode": full_drain}
+
+
 def transcribe(kai, rel, action):
     global INTEGRATION
     INTEGRATION = "/integration_tests/" in rel
@@ -914,6 +955,8 @@ def transcribe(kai, rel, action):
     for test, number, lit, meta, line in cases_of(text):
         name = lit.get("Name") or meta.get("Name") or table_name(text, line) or f"#{number}"
         case = {"test": test, "number": number, "name": name, "line": line}
+        if test in LOOP_BUILT:
+            lit = LOOP_BUILT[test](text, test)
         try:
             case.update(topology(lit, meta))
         except Cannot as e:
