@@ -60,6 +60,10 @@ struct Case {
     cannot: Option<String>,
     #[serde(rename = "DisableDefaultDepartment", default)]
     disable_default_department: bool,
+    /// The test's own scheduler configuration, as node placement per resource kind (KAI's
+    /// default, binpack for both, when absent).
+    #[serde(rename = "Placement", default)]
+    placement: Option<KaiPlacement>,
     /// KAI's `Topology` objects: each one's node labels, one per level, as written.
     #[serde(rename = "Topologies", default)]
     topologies: BTreeMap<String, Vec<String>>,
@@ -475,9 +479,15 @@ fn policy(case: &Case) -> Result<Policy, String> {
         .collect();
     Ok(Policy {
         cluster: Cluster {
-            placement: DefaultPlacement {
-                gpu: Strategy::Binpack,
-                cpu: Strategy::Binpack,
+            placement: match &case.placement {
+                Some(p) => DefaultPlacement {
+                    gpu: strategy(&p.gpu)?,
+                    cpu: strategy(&p.cpu)?,
+                },
+                None => DefaultPlacement {
+                    gpu: Strategy::Binpack,
+                    cpu: Strategy::Binpack,
+                },
             },
             oversubscription: Oversubscription::Allow,
             ..Cluster::default()
@@ -490,6 +500,23 @@ fn policy(case: &Case) -> Result<Policy, String> {
 
 fn class_name(value: i32) -> String {
     format!("priority-{}", value.to_string().replace('-', "minus-"))
+}
+
+/// `nodeplacement`'s arguments (and the `gpupack` / `gpuspread` plugin that goes with them).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KaiPlacement {
+    gpu: String,
+    cpu: String,
+}
+
+/// `binpack` or `spread`, as `nodeplacement` reads them.
+fn strategy(name: &str) -> Result<Strategy, String> {
+    match name {
+        "binpack" => Ok(Strategy::Binpack),
+        "spread" => Ok(Strategy::Spread),
+        other => Err(format!("unknown placement strategy {other:?}")),
+    }
 }
 
 /// What KAI's fake session holds as pods, nodes and pod groups, as our snapshot. Returns the

@@ -683,6 +683,42 @@ def topologies(items):
     return out
 
 
+def scheduler_conf(conf, nodes):
+    """A test's own scheduler configuration as our policy's placement, {gpu, cpu}: KAI's
+    SchedulingShard ties the device order to the GPU strategy (`schedulingshard_types.go:
+    setDefaultPlugins`: `gpupack` with binpack, `gpuspread` with spread) and gives both to
+    `nodeplacement`; a configuration outside that, or one without `nodeplacement` over several
+    nodes (no node order at all), cannot be written as a policy."""
+    names, node = [], None
+    for tier in (conf.get("Tiers") or []) if isinstance(conf, dict) else []:
+        for plugin in tier.get("Plugins") or []:
+            args = plugin.get("Arguments") or {}
+            names.append(str(plugin.get("Name")) + (f" {dict(args)}" if args else ""))
+            if plugin.get("Name") == "nodeplacement":
+                node = {k: str(v) for k, v in args.items()}
+    listed = ", ".join(names) or "?"
+    plugins = {n.split(" ")[0] for n in names}
+    device = ("binpack" if "gpupack" in plugins else None,
+              "spread" if "gpuspread" in plugins else None)
+    device = device[0] or device[1]
+    if node is not None and set(node) != {"gpu", "cpu"}:
+        raise Cannot(f"the test's scheduler configuration (plugins {listed}) sets nodeplacement "
+                     "arguments the converter does not read")
+    if node is not None and device is not None and node["gpu"] != device:
+        raise Cannot(f"the test replaces KAI's scheduler configuration (Mocks.SchedulerConf: "
+                     f"plugins {listed}): nodes by {node['gpu']} and devices by {device}, a mix "
+                     "that neither our policy nor KAI's SchedulingShard can configure "
+                     "(schedulingshard_types.go: setDefaultPlugins ties gpupack / gpuspread to "
+                     "the GPU strategy)")
+    if node is None and len(nodes) > 1:
+        raise Cannot(f"the test replaces KAI's scheduler configuration (Mocks.SchedulerConf: "
+                     f"plugins {listed}) with no nodeplacement plugin, so no node order, over "
+                     "several nodes: our policy always orders nodes")
+    if node is None:
+        node = {"gpu": device or "binpack", "cpu": device or "binpack"}
+    return {"gpu": node["gpu"], "cpu": node["cpu"]}
+
+
 def topology(lit, meta):
     """One KAI TestTopologyBasic as a case dict (raises Cannot)."""
     if "__unreadable__" in lit:
@@ -692,16 +728,9 @@ def topology(lit, meta):
     if extra:
         raise Cannot(f"the test sets {', '.join(sorted(extra))}, which the harness does not model")
     mocks = lit.get("Mocks")
+    placement = None
     if isinstance(mocks, dict) and mocks.get("SchedulerConf") is not None:
-        conf = mocks["SchedulerConf"]
-        names = []
-        for tier in (conf.get("Tiers") or []) if isinstance(conf, dict) else []:
-            for plugin in tier.get("Plugins") or []:
-                args = plugin.get("Arguments") or {}
-                names.append(str(plugin.get("Name")) + (f" {dict(args)}" if args else ""))
-        raise Cannot("the test replaces KAI's scheduler configuration (Mocks.SchedulerConf: "
-                     f"plugins {', '.join(names) or '?'}); our policy has no per-plugin "
-                     "switches, only binpack or spread per node")
+        placement = scheduler_conf(mocks["SchedulerConf"], lit.get("Nodes") or {})
     if isinstance(mocks, dict) and mocks.get("GPUMetric") is not None:
         raise Cannot("the test mocks GPU metrics")
     expects = (lit.get("JobExpectedResults") or lit.get("TaskExpectedResults")
@@ -713,6 +742,8 @@ def topology(lit, meta):
         raise Cannot("the literal holds no jobs or no expectations: the test fills them in Go "
                      "code or checks its results by hand, which the converter does not read")
     case = {}
+    if placement:
+        case["Placement"] = placement
     if lit.get("DisableDefaultDepartment"):
         case["DisableDefaultDepartment"] = True
     if lit.get("Topologies"):
