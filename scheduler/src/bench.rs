@@ -930,6 +930,7 @@ pub fn allocate_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let policy = checked(&files)?;
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(shape.pods),
@@ -1011,6 +1012,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let now: Time = 100_000;
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(gpus as usize + shape.pods),

@@ -36,6 +36,9 @@ pub struct Node {
     pub extended: BTreeMap<String, i64>,
     /// `status.allocatable.pods`: how many pods may run on it; `None`: not reported.
     pub max_pods: Option<u32>,
+    /// GPUs its ResourceSlices publish (Dynamic Resource Allocation), counted in `allocatable`
+    /// too ([`crate::dra::count_gpus`]).
+    pub dra_gpus: u32,
 }
 
 impl Node {
@@ -178,6 +181,8 @@ pub struct Constraints {
     pub pod_anti_affinity: Vec<PodAffinityTerm>,
     /// Host ports of its containers.
     pub host_ports: Vec<HostPort>,
+    /// `spec.resourceClaims`: the DRA claims it uses.
+    pub claims: Vec<crate::dra::PodClaim>,
 }
 
 impl Constraints {
@@ -462,6 +467,8 @@ pub struct Snapshot {
     pub priority_classes: BTreeMap<String, i32>,
     /// The cluster's KAI `Topology` objects, which a topology constraint names.
     pub topologies: Vec<Topology>,
+    /// DeviceClasses, ResourceSlices and ResourceClaims (Dynamic Resource Allocation).
+    pub dra: crate::dra::Dra,
 }
 
 /// KAI's `Topology` object (`kai.scheduler/v1alpha1`): the node labels of its levels, the top

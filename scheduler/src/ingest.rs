@@ -27,6 +27,7 @@
 //! **Groups.** Pods join PodGroups through the `pod-group-name` annotation, or else through
 //! their top owner as KAI's pod-grouper does (`owners`).
 
+mod dra;
 mod fast;
 mod objects;
 mod owners;
@@ -408,6 +409,8 @@ enum Body {
     PriorityClass(Result<i32, String>),
     /// A KAI Topology's levels (node labels, top level first), or why it cannot be read.
     Topology(Result<Vec<String>, String>),
+    /// A DeviceClass, ResourceSlice or ResourceClaim, or why it cannot be read.
+    Dra(Result<dra::DraObject, String>),
     Other(Box<owners::Owner>),
 }
 
@@ -567,6 +570,17 @@ fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
             })
         }
         ("kai.scheduler/v1alpha1", "Topology") => Body::Topology(topology_levels(&value)),
+        (version, kind)
+            if dra::is_dra_version(version)
+                && matches!(kind, "DeviceClass" | "ResourceSlice" | "ResourceClaim") =>
+        {
+            let name = name.as_deref().unwrap_or_default();
+            let namespace = namespace.as_deref().unwrap_or("default");
+            match dra::read(kind, name, namespace, &value) {
+                Some(read) => Body::Dra(read),
+                None => unreachable!("the kinds matched above are read"),
+            }
+        }
         ("scheduling.run.ai/v2alpha2", "PodGroup") => {
             quote_scalars(&mut value);
             Body::Typed(match created_text.map(|t| t.parse::<Timestamp>()) {
@@ -617,6 +631,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut owners = owners::Owners::complete(&options.complete_owner_kinds);
     let mut priority_classes = BTreeMap::new();
     let mut topologies: Vec<Topology> = Vec::new();
+    let mut dra_objects = crate::dra::Dra::default();
     // Objects of other kinds, in file order, with the note they get if they own no pod.
     let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
     let mut seen = HashSet::new();
@@ -665,7 +680,12 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             Body::PriorityClass(Ok(value)) => {
                 priority_classes.insert(name, value);
             }
-            Body::PriorityClass(Err(why)) | Body::Topology(Err(why)) => {
+            Body::Dra(Ok(object)) => match object {
+                dra::DraObject::Class(c) => dra_objects.classes.push(c),
+                dra::DraObject::Slice(s) => dra_objects.slices.push(s),
+                dra::DraObject::Claim(c) => dra_objects.claims.push(c),
+            },
+            Body::PriorityClass(Err(why)) | Body::Topology(Err(why)) | Body::Dra(Err(why)) => {
                 notes.push(format!("skipped {label}: {why}"));
             }
             Body::Topology(Ok(levels)) => topologies.push(Topology { name, levels }),
@@ -705,6 +725,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut snapshot = Snapshot {
         priority_classes,
         topologies,
+        dra: dra_objects,
         ..Snapshot::default()
     };
     let mut pod_owners = Vec::new();
@@ -759,6 +780,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             .map(|(_, note)| note.clone()),
     );
     size_gpu_memory(&mut snapshot, &mut notes);
+    crate::dra::count_gpus(&mut snapshot);
     let nodes: HashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     for p in snapshot.pods.iter().filter(|p| !p.foreign) {
         if let Some(node) = p.node.as_deref().filter(|n| !nodes.contains(n)) {

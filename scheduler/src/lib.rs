@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cluster;
 pub mod cycle;
 pub mod decision;
+pub mod dra;
 pub mod ingest;
 pub mod simulate;
 pub mod usage;

@@ -811,6 +811,7 @@ fn snapshot(
             nodes,
             pods,
             groups,
+            dra: Default::default(),
         },
         namespaces,
         finished,

@@ -71,6 +71,7 @@ fn pending(queue: &str, i: usize) -> Pod {
 fn today() -> Snapshot {
     Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 6)],
         pods: (0..14)

@@ -29,6 +29,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let (rich, poor) = tree.leaves.split_at(tree.leaves.len().div_ceil(2));
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(shape.pods),

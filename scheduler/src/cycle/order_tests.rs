@@ -33,6 +33,7 @@ fn an_elastic_job_grows_one_pod_per_turn() {
     let (k, kg) = gang("a", "k", 2, 1, 2);
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: e.into_iter().chain(k).collect(),
@@ -69,6 +70,7 @@ fn within_quota_counts_the_gang_minimum() {
     let (j, jg) = gang("b", "j", 3, 1, 3);
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: e.into_iter().chain(j).collect(),
@@ -105,6 +107,7 @@ fn departments_are_ordered_before_their_teams() {
     );
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 1)],
         pods: vec![
@@ -138,6 +141,7 @@ fn preempt_inside_a_department_at_its_limit() {
     );
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![

@@ -63,6 +63,7 @@ fn reclaim_never_takes_a_queue_more_than_one_victim_below_its_share() {
     );
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
@@ -117,6 +118,7 @@ fn a_reclaimer_within_quota_takes_from_a_queue_above_its_quota() {
     pods.push(running(created(pod("c", "c2", 2), 0), "n3", 3000));
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 2)],
         pods,
@@ -166,6 +168,7 @@ fn reclaim_compares_queues_where_their_paths_split() {
     }
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 4)],
         pods,
@@ -199,6 +202,7 @@ fn reclaim_asks_for_the_gang_minimum() {
     }
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
@@ -225,6 +229,7 @@ fn an_elastic_victim_loses_only_surplus_pods() {
     pods.push(created(pod("a", "a1", 1), 100));
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
@@ -273,6 +278,7 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
     };
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2), node("n2", 2)],
         pods: vec![
@@ -344,6 +350,7 @@ fn a_victim_that_may_only_move_stays_when_it_fits_nowhere_else() {
     );
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
@@ -399,6 +406,7 @@ fn a_job_asking_fewer_mig_instances_than_one_that_failed_is_still_tried() {
     };
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![m],
         pods: vec![
@@ -444,6 +452,7 @@ fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
         .insert("kubernetes.io/hostname".into(), "n1".into());
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 1)],
         pods: vec![
@@ -484,6 +493,7 @@ fn a_victim_whose_queue_goes_first_takes_its_room_back_before_the_reclaimer() {
         ));
         let s = Snapshot {
             topologies: Vec::new(),
+            dra: Default::default(),
             priority_classes: Default::default(),
             nodes: vec![node("n", 4)],
             pods: vec![
@@ -531,6 +541,7 @@ fn a_job_that_took_its_room_back_may_give_another_pod_to_the_same_reclaimer() {
     };
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -575,6 +586,7 @@ fn the_reclaimers_queue_competes_with_each_waiting_job_in_turn() {
     );
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -618,6 +630,7 @@ fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
     );
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -662,6 +675,7 @@ fn a_pipelined_pod_leaves_the_idle_room_to_the_next_one() {
     pods.extend(r.into_iter().map(|p| created(p, 100)));
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 2), node("n1", 3)],
         pods,
@@ -715,6 +729,7 @@ fn a_victim_put_back_before_the_reclaimer_may_still_be_preempted() {
     };
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 2), node("n1", 2)],
         pods: vec![
@@ -786,6 +801,7 @@ fn the_victims_placed_again_after_the_gang_go_in_queue_order() {
     );
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 2)],
         pods: vec![
@@ -832,6 +848,7 @@ fn a_victim_the_preemptor_does_not_need_is_placed_again_by_the_nodes_order() {
         };
         let s = Snapshot {
             topologies: Vec::new(),
+            dra: Default::default(),
             priority_classes: Default::default(),
             nodes: vec![node("x", 4), node("w", 8)],
             pods: vec![
@@ -903,6 +920,7 @@ fn victim_queues_are_ranked_on_the_allocation_the_attempt_began_with() {
     pods.push(running(created(pod("q2", "j5", 1), 1), "n0", 1));
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 4), node("n1", 4)],
         pods,
@@ -957,6 +975,7 @@ fn victims_asking_no_gpu_go_only_where_the_solver_places() {
     };
     let mut s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 0)],
         pods: vec![
@@ -1017,6 +1036,7 @@ fn a_job_larger_than_every_node_hides_no_later_job_from_reclaim() {
     };
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2), node("n2", 2)],
         pods: vec![
@@ -1097,6 +1117,7 @@ fn a_victim_job_is_placed_again_once_with_every_pod_taken_from_it() {
     pods.extend(j3);
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 8), node("n1", 8), node("n2", 8)],
         pods,
@@ -1162,6 +1183,7 @@ fn reclaim_tries_the_waiting_jobs_in_the_queue_order_allocate_left() {
     }
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 8)],
         pods,
@@ -1200,6 +1222,7 @@ fn a_job_without_a_topology_is_tried_after_one_with_a_topology_failed() {
     };
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("m", 2)],
         pods: vec![
@@ -1248,6 +1271,7 @@ fn an_elastic_victim_gives_up_the_pod_last_in_its_task_order() {
     };
     let s = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
         pods: vec![

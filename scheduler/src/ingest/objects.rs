@@ -122,6 +122,7 @@ pub fn read_node(node: &K8sNode) -> Result<Node, String> {
         taints,
         extended,
         max_pods,
+        dra_gpus: 0,
     })
 }
 
@@ -431,7 +432,11 @@ pub fn read_pod(
         shared_devices,
         gpu_memory,
         foreign,
-        constraints: Box::new(spec.map(constraints).transpose()?.unwrap_or_default()),
+        constraints: Box::new({
+            let mut c = spec.map(constraints).transpose()?.unwrap_or_default();
+            c.claims = pod_claims(spec, status);
+            c
+        }),
         labels,
         started: node.as_ref().map(|_| 0),
         node,
@@ -441,6 +446,38 @@ pub fn read_pod(
         deletion_deadline: None,
         legacy_mig,
     })))
+}
+
+/// `spec.resourceClaims`, each with the ResourceClaim it names: `resourceClaimName`, or the
+/// claim made from `resourceClaimTemplateName` as `status.resourceClaimStatuses` reports it
+/// (KAI's `resources.GetResourceClaimName`).
+fn pod_claims(
+    spec: Option<&PodSpec>,
+    status: Option<&k8s_openapi::api::core::v1::PodStatus>,
+) -> Vec<crate::dra::PodClaim> {
+    let made = |name: &str| {
+        status
+            .and_then(|s| s.resource_claim_statuses.as_ref())
+            .and_then(|l| l.iter().find(|c| c.name == name))
+            .and_then(|c| c.resource_claim_name.clone())
+    };
+    spec.and_then(|s| s.resource_claims.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let template =
+                c.resource_claim_name.is_none() && c.resource_claim_template_name.is_some();
+            crate::dra::PodClaim {
+                name: c.name.clone(),
+                claim: if template {
+                    made(&c.name)
+                } else {
+                    c.resource_claim_name.clone()
+                },
+                template,
+            }
+        })
+        .collect()
 }
 
 /// A shared-GPU request read from KAI's annotations.

@@ -956,3 +956,187 @@ status: {{phase: Running}}
     assert_eq!(by_name("split").request.gpu, 1000);
     assert!(by_name("unnamed").gpu_groups().is_empty());
 }
+
+/// Objects as `kubectl get -o yaml` prints them on a cluster running NVIDIA's DRA driver
+/// (k8s-dra-driver-gpu): its DeviceClass, a node's ResourceSlice, a claim made from a
+/// template for one pod and a shared claim already allocated to a running pod.
+const NVIDIA_DRA: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: dgx-01, labels: {nvidia.com/gpu.present: "true"}}
+  status:
+    allocatable: {cpu: "64", memory: 512Gi, pods: "110"}
+    conditions: [{type: Ready, status: "True"}]
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata:
+    name: gpu.nvidia.com
+    managedFields: [{manager: helm, operation: Update}]
+  spec:
+    selectors:
+    - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata:
+    name: dgx-01-gpu.nvidia.com-x7k2p
+    ownerReferences: [{apiVersion: v1, kind: Node, name: dgx-01, uid: 5d1c7a0e}]
+  spec:
+    driver: gpu.nvidia.com
+    nodeName: dgx-01
+    pool: {generation: 1, name: dgx-01, resourceSliceCount: 1}
+    devices:
+    - name: gpu-0
+      attributes:
+        architecture: {string: Hopper}
+        brand: {string: Nvidia}
+        cudaComputeCapability: {version: 9.0.0}
+        driverVersion: {version: 570.124.6}
+        index: {int: 0}
+        minor: {int: 0}
+        productName: {string: NVIDIA H100 80GB HBM3}
+        type: {string: gpu}
+        uuid: {string: GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c}
+        resource.kubernetes.io/pcieRoot: {string: pci0000:14}
+      capacity:
+        memory: {value: 80Gi}
+    - name: gpu-1
+      attributes:
+        index: {int: 1}
+        type: {string: gpu}
+      capacity:
+        memory: {value: 80Gi}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata:
+    name: trainer-0-gpu-8sfxk
+    namespace: ml
+    annotations: {resource.kubernetes.io/pod-claim-name: gpu}
+    ownerReferences: [{apiVersion: v1, kind: Pod, name: trainer-0, uid: 0b9f, controller: true}]
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 1}
+  status: {}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: trainer-0, namespace: ml, labels: {kai.scheduler/queue: team-a}}
+  spec:
+    schedulerName: kai-scheduler
+    resourceClaims:
+    - {name: gpu, resourceClaimTemplateName: one-gpu}
+    containers:
+    - name: c
+      resources: {claims: [{name: gpu}], requests: {cpu: "1"}}
+  status:
+    phase: Pending
+    resourceClaimStatuses:
+    - {name: gpu, resourceClaimName: trainer-0-gpu-8sfxk}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata:
+    name: shared-gpu
+    namespace: ml
+    labels: {kai.scheduler/queue: team-a}
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+  status:
+    allocation:
+      devices:
+        results:
+        - {device: gpu-1, driver: gpu.nvidia.com, pool: dgx-01, request: gpu}
+      nodeSelector:
+        nodeSelectorTerms:
+        - matchFields:
+          - {key: metadata.name, operator: In, values: [dgx-01]}
+    reservedFor:
+    - {resource: pods, name: server-0, uid: 77aa}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: server-0, namespace: ml, labels: {kai.scheduler/queue: team-a}}
+  spec:
+    schedulerName: kai-scheduler
+    nodeName: dgx-01
+    resourceClaims: [{name: gpu, resourceClaimName: shared-gpu}]
+    containers: [{name: c, resources: {claims: [{name: gpu}]}}]
+  status: {phase: Running}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: server-1, namespace: ml, labels: {kai.scheduler/queue: team-a}}
+  spec:
+    schedulerName: kai-scheduler
+    resourceClaims: [{name: gpu, resourceClaimName: shared-gpu}]
+    containers: [{name: c, resources: {claims: [{name: gpu}]}}]
+  status: {phase: Pending}
+"#;
+
+#[test]
+fn dra_claims_slices_and_classes_count_as_gpus() {
+    let file = parse(NVIDIA_DRA);
+    assert!(file.notes.is_empty(), "{:?}", file.notes);
+    let s = &file.snapshot;
+    // Two devices of a GPU driver's slice make two GPUs on the node (KAI's populateDRAGPUs).
+    assert_eq!(s.nodes[0].dra_gpus, 2);
+    assert_eq!(s.nodes[0].allocatable.gpu, 2000);
+    assert_eq!(s.dra.classes.len(), 1);
+    assert_eq!(s.dra.classes[0].selectors.len(), 1);
+    let slice = &s.dra.slices[0];
+    assert_eq!(
+        (
+            slice.node.as_deref(),
+            slice.pool.as_str(),
+            slice.devices.len()
+        ),
+        (Some("dgx-01"), "dgx-01", 2)
+    );
+    assert_eq!(
+        slice.devices[0].attributes.get("driverVersion"),
+        Some(&crate::dra::Attribute::Version("570.124.6".into()))
+    );
+    let pod = |name: &str| s.pods.iter().find(|p| p.name == name).unwrap();
+    // The template's claim is found through the pod's status; it asks one GPU.
+    let trainer = pod("trainer-0");
+    assert_eq!(
+        trainer.constraints.claims,
+        vec![crate::dra::PodClaim {
+            name: "gpu".into(),
+            claim: Some("trainer-0-gpu-8sfxk".into()),
+            template: true,
+        }]
+    );
+    assert_eq!(trainer.request.gpu, 1000);
+    // The shared claim's device is counted once on its node: for the running pod, not again
+    // for the pending one that shares it (dedupSharedDRAGpus).
+    assert_eq!(pod("server-0").request.gpu, 1000);
+    assert_eq!(pod("server-1").request.gpu, 0);
+    let shared = s.dra.claim("ml", "shared-gpu").unwrap();
+    let allocation = shared.allocation.as_ref().unwrap();
+    assert_eq!(allocation.node.as_deref(), Some("dgx-01"));
+    assert_eq!(allocation.devices[0].device, "gpu-1");
+    assert_eq!(shared.reserved_for, vec!["server-0".to_string()]);
+}
+
+#[test]
+fn a_dra_object_that_cannot_be_read_is_skipped_with_a_note() {
+    let note = skipped(
+        "apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c, namespace: ml}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com, allocationMode: Most}
+",
+    );
+    assert_eq!(
+        note,
+        "skipped ResourceClaim ml/c: spec.devices.requests[0].exactly.allocationMode: `Most` is not ExactCount or All"
+    );
+}

@@ -44,6 +44,7 @@ fn node(name: &str) -> Node {
 fn decisions_change_the_snapshot() {
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
+        dra: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("a"), node("b")],
         pods: vec![

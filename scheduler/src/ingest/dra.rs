@@ -1,0 +1,233 @@
+//! DeviceClasses, ResourceSlices and ResourceClaims (`resource.k8s.io` `v1`, `v1beta2`, and
+//! `v1beta1`, whose requests and devices lack the `exactly` and `basic` levels) read into
+//! [`crate::dra`]'s model.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::dra::{
+    AllocatedDevice, Allocation, Attribute, Device, DeviceClass, DeviceRequest, Mode,
+    ResourceClaim, ResourceSlice,
+};
+
+/// One DRA object, read.
+pub enum DraObject {
+    /// A DeviceClass.
+    Class(DeviceClass),
+    /// A ResourceSlice.
+    Slice(ResourceSlice),
+    /// A ResourceClaim.
+    Claim(ResourceClaim),
+}
+
+/// Whether `api_version` is a `resource.k8s.io` version read here.
+pub fn is_dra_version(api_version: &str) -> bool {
+    matches!(
+        api_version,
+        "resource.k8s.io/v1" | "resource.k8s.io/v1beta2" | "resource.k8s.io/v1beta1"
+    )
+}
+
+/// Reads a DeviceClass, ResourceSlice or ResourceClaim; `None` for another kind.
+pub fn read(
+    kind: &str,
+    name: &str,
+    namespace: &str,
+    value: &Value,
+) -> Option<Result<DraObject, String>> {
+    Some(match kind {
+        "DeviceClass" => Ok(DraObject::Class(DeviceClass {
+            name: name.to_string(),
+            selectors: selectors(&value["spec"]["selectors"]),
+        })),
+        "ResourceSlice" => slice(name, value).map(DraObject::Slice),
+        "ResourceClaim" => claim(name, namespace, value).map(DraObject::Claim),
+        _ => return None,
+    })
+}
+
+/// `selectors[].cel.expression`.
+fn selectors(list: &Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["cel"]["expression"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+fn text<'v>(value: &'v Value, at: &str) -> Result<&'v str, String> {
+    value
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| format!("{at} is missing"))
+}
+
+fn slice(name: &str, value: &Value) -> Result<ResourceSlice, String> {
+    let spec = &value["spec"];
+    let driver = text(&spec["driver"], "spec.driver")?.to_string();
+    let pool = text(&spec["pool"]["name"], "spec.pool.name")?.to_string();
+    let mut devices = Vec::new();
+    for (i, d) in spec["devices"].as_array().into_iter().flatten().enumerate() {
+        let at = format!("spec.devices[{i}]");
+        let name = text(&d["name"], &format!("{at}.name"))?.to_string();
+        // v1beta1 keeps a device's attributes under `basic`.
+        let attributes = match (&d["attributes"], &d["basic"]["attributes"]) {
+            (Value::Object(a), _) | (_, Value::Object(a)) => a,
+            _ => &serde_json::Map::new(),
+        };
+        let mut read = BTreeMap::new();
+        for (key, v) in attributes {
+            let value = if let Some(s) = v["string"].as_str() {
+                Attribute::Str(s.to_string())
+            } else if let Some(n) = v["int"].as_i64() {
+                Attribute::Int(n)
+            } else if let Some(b) = v["bool"].as_bool() {
+                Attribute::Bool(b)
+            } else if let Some(s) = v["version"].as_str() {
+                Attribute::Version(s.to_string())
+            } else {
+                return Err(format!(
+                    "{at}.attributes.{key}: expected one of string, int, bool or version"
+                ));
+            };
+            read.insert(key.clone(), value);
+        }
+        devices.push(Device {
+            name,
+            attributes: read,
+        });
+    }
+    Ok(ResourceSlice {
+        name: name.to_string(),
+        node: spec["nodeName"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map(str::to_string),
+        driver,
+        pool,
+        devices,
+    })
+}
+
+fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, String> {
+    let meta = &value["metadata"];
+    let labels = meta["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect();
+    let extended = meta["annotations"]["resource.kubernetes.io/extended-resource-claim"].as_str()
+        == Some("true");
+    let mut requests = Vec::new();
+    for (i, r) in value["spec"]["devices"]["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("spec.devices.requests[{i}]");
+        let request_name = text(&r["name"], &format!("{at}.name"))?.to_string();
+        if r["firstAvailable"].is_array() {
+            requests.push(DeviceRequest {
+                name: request_name,
+                class: String::new(),
+                mode: Mode::FirstAvailable,
+                selectors: Vec::new(),
+            });
+            continue;
+        }
+        // v1 and v1beta2 nest the request under `exactly`; v1beta1 does not.
+        let (exact, at) = if r["exactly"].is_object() {
+            (&r["exactly"], format!("{at}.exactly"))
+        } else {
+            (r, at)
+        };
+        let class = text(&exact["deviceClassName"], &format!("{at}.deviceClassName"))?;
+        let mode = match exact["allocationMode"].as_str() {
+            None | Some("ExactCount") => Mode::Exact(exact["count"].as_i64().unwrap_or(1)),
+            Some("All") => Mode::All,
+            Some(other) => {
+                return Err(format!(
+                    "{at}.allocationMode: `{other}` is not ExactCount or All"
+                ));
+            }
+        };
+        requests.push(DeviceRequest {
+            name: request_name,
+            class: class.to_string(),
+            mode,
+            selectors: selectors(&exact["selectors"]),
+        });
+    }
+    let status = &value["status"];
+    let allocation = match &status["allocation"] {
+        Value::Object(a) => Some(allocation(a)?),
+        _ => None,
+    };
+    let reserved_for = status["reservedFor"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["resource"].as_str() == Some("pods"))
+        .filter_map(|r| r["name"].as_str().map(str::to_string))
+        .collect();
+    Ok(ResourceClaim {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        labels,
+        extended,
+        requests,
+        allocation,
+        reserved_for,
+    })
+}
+
+/// `status.allocation`: its devices, and the node its `nodeSelector` names. A selector that is
+/// not one node's name (`matchFields metadata.name In [node]`, as the allocator writes it for a
+/// node's devices, or the `kubernetes.io/hostname` label) is refused: where such a claim may go
+/// is not known here.
+fn allocation(a: &serde_json::Map<String, Value>) -> Result<Allocation, String> {
+    let devices = a
+        .get("devices")
+        .and_then(|d| d["results"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|r| AllocatedDevice {
+            request: r["request"].as_str().unwrap_or("").to_string(),
+            driver: r["driver"].as_str().unwrap_or("").to_string(),
+            pool: r["pool"].as_str().unwrap_or("").to_string(),
+            device: r["device"].as_str().unwrap_or("").to_string(),
+        })
+        .collect();
+    let node = match a.get("nodeSelector") {
+        None | Some(Value::Null) => None,
+        Some(selector) => Some(one_node(selector).ok_or(
+            "status.allocation.nodeSelector names no single node (expected matchFields \
+             metadata.name In [node], or the kubernetes.io/hostname label)",
+        )?),
+    };
+    Ok(Allocation { node, devices })
+}
+
+fn one_node(selector: &Value) -> Option<String> {
+    let terms = selector["nodeSelectorTerms"].as_array()?;
+    let [term] = terms.as_slice() else {
+        return None;
+    };
+    let requirements: Vec<&Value> = ["matchFields", "matchExpressions"]
+        .iter()
+        .flat_map(|k| term[*k].as_array().into_iter().flatten())
+        .collect();
+    let [r] = requirements.as_slice() else {
+        return None;
+    };
+    let key = r["key"].as_str()?;
+    let values = r["values"].as_array()?;
+    match (key, r["operator"].as_str()?, values.as_slice()) {
+        ("metadata.name" | "kubernetes.io/hostname", "In", [v]) => v.as_str().map(str::to_string),
+        _ => None,
+    }
+}
