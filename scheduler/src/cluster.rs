@@ -249,6 +249,8 @@ pub struct Pod {
     /// How many devices a shared pod spreads its request over (`gpu-fraction-num-devices`); 0
     /// or 1: one.
     pub shared_devices: u32,
+    /// GPUs its DRA claims ask, counted in `request` too ([`crate::dra::count_gpus`]).
+    pub dra_gpus: u32,
     /// `gpu-memory` in MiB: a shared pod only goes where one device has at least this much.
     pub gpu_memory: Option<i64>,
     /// Scheduled by another scheduler (`spec.schedulerName`): never a job, never moved or

@@ -205,6 +205,19 @@ pub struct AllocatedDevice {
     pub device: String,
 }
 
+/// A claim's status as a cycle leaves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimStatus {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `status.allocation` (`None`: no devices).
+    pub allocation: Option<Allocation>,
+    /// `status.reservedFor`: the pods using it, by name.
+    pub reserved_for: Vec<String>,
+}
+
 /// One entry of a pod's `spec.resourceClaims`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PodClaim {
@@ -276,6 +289,7 @@ pub fn count_gpus(snapshot: &mut Snapshot) {
         extra[p] = gpus.min(MAX_GPUS);
     }
     for (pod, gpus) in snapshot.pods.iter_mut().zip(extra) {
+        pod.dra_gpus = gpus as u32;
         pod.request.gpu = pod.request.gpu.saturating_add(gpus * 1000);
     }
 }

@@ -20,6 +20,7 @@ use kai_scheduler::cluster::{
 };
 use kai_scheduler::cycle::{self, Actions, Cycle, GPU_MEMORY_LABEL};
 use kai_scheduler::decision::{Decision, EvictReason};
+use kai_scheduler::dra;
 use serde::Deserialize;
 
 /// One file of cases: one KAI test file.
@@ -64,6 +65,9 @@ struct Case {
     /// default, binpack for both, when absent).
     #[serde(rename = "Placement", default)]
     placement: Option<KaiPlacement>,
+    /// `dra_fake.TestDRAObjects`.
+    #[serde(rename = "DRA", default)]
+    dra: KaiDra,
     /// KAI's `Topology` objects: each one's node labels, one per level, as written.
     #[serde(rename = "Topologies", default)]
     topologies: BTreeMap<String, Vec<String>>,
@@ -276,6 +280,12 @@ struct KaiTask {
     /// A legacy MIG pod (MIG instances asked in annotations).
     #[serde(default)]
     is_legacy_mig_task: bool,
+    /// Claims the pod names (`spec.resourceClaims[].resourceClaimName`).
+    #[serde(default)]
+    resource_claim_names: Vec<String>,
+    /// Claims made from templates: template → claim (`status.resourceClaimStatuses`).
+    #[serde(default)]
+    resource_claim_templates: BTreeMap<String, String>,
 }
 
 /// `test_utils.TestExpectedResultBasic` (the fields compared).
@@ -510,6 +520,144 @@ struct KaiPlacement {
     cpu: String,
 }
 
+/// `dra_fake.TestDRAObjects`: device classes (no selectors), slices and claims.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiDra {
+    #[serde(default)]
+    device_classes: Vec<String>,
+    #[serde(default)]
+    resource_slices: Vec<KaiSlice>,
+    #[serde(default)]
+    resource_claims: Vec<KaiClaim>,
+}
+
+/// `dra_fake.TestResourceSlice`: `Count` devices named 0, 1, … of driver `nvidia.com/gpu` in
+/// pool `NodeName` (`dra_fake.getResourceSlices`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiSlice {
+    name: String,
+    node_name: String,
+    count: usize,
+}
+
+/// `dra_fake.TestResourceClaim`: one `ExactCount` request named `request`, and its status.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiClaim {
+    name: String,
+    namespace: String,
+    device_class_name: String,
+    count: i64,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    allocation: Vec<KaiAllocated>,
+    #[serde(default)]
+    reserved_for: Vec<String>,
+}
+
+/// One device of a claim's allocation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiAllocated {
+    request: String,
+    driver: String,
+    pool: String,
+    device: String,
+}
+
+/// The driver `dra_fake` gives every slice.
+const FAKE_DRIVER: &str = "nvidia.com/gpu";
+
+impl KaiDra {
+    /// As our snapshot holds them.
+    fn objects(&self) -> dra::Dra {
+        dra::Dra {
+            classes: self
+                .device_classes
+                .iter()
+                .map(|name| dra::DeviceClass {
+                    name: name.clone(),
+                    selectors: Vec::new(),
+                })
+                .collect(),
+            slices: self
+                .resource_slices
+                .iter()
+                .map(|s| dra::ResourceSlice {
+                    name: s.name.clone(),
+                    node: Some(s.node_name.clone()),
+                    driver: FAKE_DRIVER.into(),
+                    pool: s.node_name.clone(),
+                    devices: (0..s.count)
+                        .map(|i| dra::Device {
+                            name: i.to_string(),
+                            attributes: BTreeMap::new(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            claims: self
+                .resource_claims
+                .iter()
+                .map(|c| dra::ResourceClaim {
+                    namespace: c.namespace.clone(),
+                    name: c.name.clone(),
+                    labels: c.labels.clone(),
+                    extended: false,
+                    requests: vec![dra::DeviceRequest {
+                        name: "request".into(),
+                        class: c.device_class_name.clone(),
+                        mode: dra::Mode::Exact(c.count),
+                        selectors: Vec::new(),
+                    }],
+                    allocation: (!c.allocation.is_empty()).then(|| dra::Allocation {
+                        node: None,
+                        devices: c
+                            .allocation
+                            .iter()
+                            .map(|a| dra::AllocatedDevice {
+                                request: a.request.clone(),
+                                driver: a.driver.clone(),
+                                pool: a.pool.clone(),
+                                device: a.device.clone(),
+                            })
+                            .collect(),
+                    }),
+                    reserved_for: c.reserved_for.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// KAI's harness after a round: every claim's status as the session left it.
+    fn feed_back(&mut self, changed: &[dra::ClaimStatus]) {
+        for status in changed {
+            let Some(c) = self
+                .resource_claims
+                .iter_mut()
+                .find(|c| c.namespace == status.namespace && c.name == status.name)
+            else {
+                continue;
+            };
+            c.allocation = status
+                .allocation
+                .iter()
+                .flat_map(|a| &a.devices)
+                .map(|d| KaiAllocated {
+                    request: d.request.clone(),
+                    driver: d.driver.clone(),
+                    pool: d.pool.clone(),
+                    device: d.device.clone(),
+                })
+                .collect();
+            c.reserved_for = status.reserved_for.clone();
+        }
+    }
+}
+
 /// `binpack` or `spread`, as `nodeplacement` reads them.
 fn strategy(name: &str) -> Result<Strategy, String> {
     match name {
@@ -528,6 +676,7 @@ type Finished = Vec<(Pod, &'static str)>;
 fn snapshot(
     case: &Case,
     jobs: &[KaiJob],
+    claims: &KaiDra,
     integration: bool,
 ) -> Result<(Snapshot, HashMap<String, String>, Finished), String> {
     let mut nodes = Vec::new();
@@ -736,6 +885,24 @@ fn snapshot(
                     _ => Vec::new(),
                 }
             };
+            pod.constraints.claims = task
+                .resource_claim_names
+                .iter()
+                .map(|name| dra::PodClaim {
+                    name: name.clone(),
+                    claim: Some(name.clone()),
+                    template: false,
+                })
+                .chain(
+                    task.resource_claim_templates
+                        .iter()
+                        .map(|(template, claim)| dra::PodClaim {
+                            name: template.clone(),
+                            claim: Some(claim.clone()),
+                            template: true,
+                        }),
+                )
+                .collect();
             pod.constraints.pod_affinity = term(&task.pod_affinity_topology_key);
             pod.constraints.pod_anti_affinity = term(&task.pod_anti_affinity_topology_key);
             if !task.node_affinity_names.is_empty() {
@@ -797,25 +964,23 @@ fn snapshot(
             ..PodGroup::default()
         });
     }
-    Ok((
-        Snapshot {
-            topologies: case
-                .topologies
-                .iter()
-                .map(|(name, levels)| Topology {
-                    name: name.clone(),
-                    levels: levels.clone(),
-                })
-                .collect(),
-            priority_classes: Default::default(),
-            nodes,
-            pods,
-            groups,
-            dra: Default::default(),
-        },
-        namespaces,
-        finished,
-    ))
+    let mut snapshot = Snapshot {
+        topologies: case
+            .topologies
+            .iter()
+            .map(|(name, levels)| Topology {
+                name: name.clone(),
+                levels: levels.clone(),
+            })
+            .collect(),
+        priority_classes: Default::default(),
+        nodes,
+        pods,
+        groups,
+        dra: claims.objects(),
+    };
+    dra::count_gpus(&mut snapshot);
+    Ok((snapshot, namespaces, finished))
 }
 
 /// A pod's state after the cycle, in KAI's words.
@@ -896,6 +1061,8 @@ fn status_matches(expected: &str, got: &str) -> bool {
 /// Every way our cycle's result differs from KAI's expectations.
 /// One session: the snapshot of these tasks, the actions run, and each pod's outcome.
 struct Round {
+    /// The claims whose status the cycle changed.
+    claims: Vec<dra::ClaimStatus>,
     snapshot: Snapshot,
     namespaces: HashMap<String, String>,
     finished: Finished,
@@ -905,11 +1072,11 @@ struct Round {
 fn round(
     case: &Case,
     policy: &Policy,
-    jobs: &[KaiJob],
+    (jobs, claims): (&[KaiJob], &KaiDra),
     action: Actions,
     integration: bool,
 ) -> Result<Round, String> {
-    let (snapshot, namespaces, finished) = snapshot(case, jobs, integration)?;
+    let (snapshot, namespaces, finished) = snapshot(case, jobs, claims, integration)?;
     let result = cycle::run_actions(
         &Cycle {
             snapshot: &snapshot,
@@ -941,6 +1108,7 @@ fn round(
         }
     }
     Ok(Round {
+        claims: result.claims,
         snapshot,
         namespaces,
         finished,
@@ -978,7 +1146,10 @@ fn feed_back(jobs: &mut [KaiJob], r: &Round) {
 fn mismatches(case: &Case, action: Actions, integration: bool) -> Result<Vec<String>, String> {
     let policy = policy(case)?;
     if !integration {
-        return compare(case, &round(case, &policy, &case.jobs, action, false)?);
+        return compare(
+            case,
+            &round(case, &policy, (&case.jobs, &case.dra), action, false)?,
+        );
     }
     let rounds = case.rounds.as_ref();
     let until = rounds.map_or(0, |r| r.rounds_until_match);
@@ -988,22 +1159,28 @@ fn mismatches(case: &Case, action: Actions, integration: bool) -> Result<Vec<Str
         if after == 0 { 5 } else { after },
     );
     let mut jobs = case.jobs.clone();
+    let mut claims = case.dra.clone();
     for _ in 0..until {
-        let r = round(case, &policy, &jobs, action, true)?;
+        let r = round(case, &policy, (&jobs, &claims), action, true)?;
         feed_back(&mut jobs, &r);
+        claims.feed_back(&r.claims);
     }
     let nothing = Actions::parse("").expect("no actions");
-    let wrong = compare(case, &round(case, &policy, &jobs, nothing, true)?)?;
+    let wrong = compare(
+        case,
+        &round(case, &policy, (&jobs, &claims), nothing, true)?,
+    )?;
     if !wrong.is_empty() {
         return Ok(prefixed(format!("after {until} rounds"), wrong));
     }
     for i in 1..=after {
-        let r = round(case, &policy, &jobs, action, true)?;
+        let r = round(case, &policy, (&jobs, &claims), action, true)?;
         let wrong = compare(case, &r)?;
         if !wrong.is_empty() {
             return Ok(prefixed(format!("in round {i} after the match"), wrong));
         }
         feed_back(&mut jobs, &r);
+        claims.feed_back(&r.claims);
     }
     Ok(Vec::new())
 }
@@ -1018,6 +1195,7 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
         namespaces,
         finished,
         got,
+        ..
     } = r;
     let mut wrong = Vec::new();
     let pods_of = |job: &str| -> Vec<&Pod> {
@@ -1029,11 +1207,12 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
             .collect()
     };
     let mut check = |what: String, pods: Vec<&Pod>, e: &Expected| {
-        // KAI's `GpuRequirement.GPUs()` counts no GPUs for a gpu-memory request.
+        // KAI's `GpuRequirement.GPUs()` counts no GPUs for a gpu-memory request, nor those of
+        // DRA claims (kept apart, `draGpus`).
         let gpus: i64 = pods
             .iter()
             .filter(|p| p.gpu_memory.is_none())
-            .map(|p| p.request.gpu)
+            .map(|p| p.request.gpu - i64::from(p.dra_gpus) * 1000)
             .sum();
         if gpus != gpu_units(e.gpus_required) {
             wrong.push(format!(

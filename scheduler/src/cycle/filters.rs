@@ -50,6 +50,8 @@ pub enum Misfit {
     LegacyMig,
     /// The node runs a legacy MIG pod, and the pod asks MIG instances.
     LegacyMigNode,
+    /// The pod's DRA claims keep it off every node (why).
+    Dra(String),
 }
 
 impl Misfit {
@@ -89,6 +91,7 @@ impl Misfit {
             Misfit::LegacyMigNode => format!(
                 "{count} {have} a legacy MIG pod running, which keeps MIG pods off the node"
             ),
+            Misfit::Dra(why) => format!("{count} cannot take it: {why}"),
         }
     }
 }

@@ -7,6 +7,7 @@
 
 mod allocate;
 mod consolidate;
+mod dra;
 mod evict;
 mod filters;
 mod gang;
@@ -81,6 +82,9 @@ pub struct CycleResult {
     /// `Statement.commitEvict`): kept as `kai.scheduler/last-eviction-timestamp`, from which a
     /// preemption delay counts again.
     pub evicted: Vec<String>,
+    /// The DRA claims whose status the cycle changes: devices allocated to the claims of pods
+    /// it places, freed from claims no pod uses any more, and the pods reserving them.
+    pub claims: Vec<crate::dra::ClaimStatus>,
     /// Wall time of each step, in seconds, in the order run: `("prepare", …)` (pods grouped into
     /// jobs, the free-room index built), `("fair-share", …)`, `("allocate", …)`, then each other
     /// action that ran. Only observed, for metrics: the
@@ -229,6 +233,9 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             state::ClusterState::new(snapshot),
         )
     };
+    if let Some(dra) = &mut state.dra {
+        dra::block_by_queue_label(dra, snapshot, policy, &jobs);
+    }
     // Spread ranks nodes by the share of them that is free, for the strategies in use.
     let spread = |s: Strategy| s == Strategy::Spread;
     let named_spread = policy.placements.iter().any(|p| spread(p.strategy));
@@ -340,8 +347,14 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     } else {
         Vec::new()
     };
+    let claims = ctx
+        .state
+        .dra
+        .as_ref()
+        .map_or_else(Vec::new, |d| d.changed());
     let decisions = ctx.decisions;
     CycleResult {
+        claims,
         decisions,
         shares,
         allocated: used.all,

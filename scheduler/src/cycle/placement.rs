@@ -695,6 +695,7 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
                 "{count} {} host port {port} in use",
                 if count == 1 { "has" } else { "have" }
             ),
+            Found::Room(Shortage::Dra(why)) => format!("{count}: {why}"),
             Found::Room(_) => {
                 format!("{count} would break the pod's inter-pod affinity or anti-affinity")
             }

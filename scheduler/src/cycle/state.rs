@@ -169,6 +169,8 @@ pub struct ClusterState<'s> {
     scenario: Option<Vec<bool>>,
     /// Whether a node has MIG instances (their free count is read only there).
     has_mig: Vec<bool>,
+    /// The DRA claims and devices, when some pod uses a claim.
+    pub(super) dra: Option<super::dra::DraState<'s>>,
 }
 
 impl<'s> ClusterState<'s> {
@@ -253,6 +255,7 @@ impl<'s> ClusterState<'s> {
                 .iter()
                 .map(|n| crate::cluster::mig_gpus(&n.extended) > 0)
                 .collect(),
+            dra: super::dra::DraState::new(snapshot),
         };
         for (n, node) in snapshot.nodes.iter().enumerate() {
             if state.schedulable[n] {
@@ -553,7 +556,7 @@ impl<'s> ClusterState<'s> {
     /// Whether the cycle follows inter-pod terms (some pod has affinity or anti-affinity
     /// terms): then a pod leaving one node can open others in its topology domain.
     pub fn tracks_inter_pod_terms(&self) -> bool {
-        self.residents.is_some()
+        self.residents.is_some() || self.dra.is_some()
     }
 
     /// Whether a pod could go on a node as it is now: schedulable, passing every filter, with
@@ -581,6 +584,7 @@ impl<'s> ClusterState<'s> {
                 (self.legacy_mig[node] && filters::asks_mig(pod))
                     .then_some(filters::Misfit::LegacyMigNode)
             })
+            .or_else(|| self.dra.as_ref()?.misfit(pod).map(filters::Misfit::Dra))
     }
 
     /// Takes (`sign = -1`) or gives back (`sign = 1`) what a pod holds.
@@ -634,7 +638,7 @@ impl<'s> ClusterState<'s> {
     /// port; `None` in a cycle whose pods use inter-pod terms, which this cannot judge (callers
     /// then place again instead).
     pub fn overdrawn(&self, node: usize) -> Option<bool> {
-        if self.residents.is_some() {
+        if self.tracks_inter_pod_terms() {
             return None;
         }
         let n = &self.nodes[node];
@@ -658,12 +662,18 @@ impl<'s> ClusterState<'s> {
     pub fn take(&mut self, slot: &Slot, pod: &Pod) {
         self.apply_indexed(slot, pod, -1);
         self.track(slot, pod, 1);
+        if let Some(dra) = &mut self.dra {
+            dra.take(slot.node, pod);
+        }
     }
 
     /// Frees what a pod held.
     pub fn release(&mut self, slot: &Slot, pod: &Pod) {
         self.apply_indexed(slot, pod, 1);
         self.track(slot, pod, -1);
+        if let Some(dra) = &mut self.dra {
+            dra.release(pod);
+        }
     }
 
     /// From now on, placements off a pod's own node are pipelines (see [`Self::track`]).
@@ -718,6 +728,9 @@ impl<'s> ClusterState<'s> {
         }
         if self.residents.is_some() && !self.pod_terms_hold(node, pod) {
             return Some(Shortage::PodAffinity);
+        }
+        if let Some(why) = self.dra.as_ref().and_then(|d| d.shortage(node, pod)) {
+            return Some(Shortage::Dra(why));
         }
         None
     }
@@ -1153,6 +1166,8 @@ pub enum Shortage {
     HostPort(i32),
     /// An inter-pod affinity or anti-affinity term does not hold.
     PodAffinity,
+    /// The pod's DRA claims cannot be met there (why).
+    Dra(String),
 }
 
 /// Kubernetes' host-port rule: same protocol and port, and the same address or either one the

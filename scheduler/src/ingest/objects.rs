@@ -430,6 +430,7 @@ pub fn read_pod(
         extended,
         fractional,
         shared_devices,
+        dra_gpus: 0,
         gpu_memory,
         foreign,
         constraints: Box::new({

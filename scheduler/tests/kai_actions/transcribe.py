@@ -158,6 +158,9 @@ CONSTANTS = {
     "constants.SpreadStrategy": "spread",
     "constants.BinpackStrategy": "binpack",
     "tasks_fake.NodeAffinityKey": "kai.scheduler/type",
+    "commonconstants.DefaultQueueLabel": "kai.scheduler/queue",
+    "resourceapi.ResourceClaimReservedForMaxSize": 256,
+    "math.MaxInt64": 9223372036854775807,
 }
 
 
@@ -368,6 +371,16 @@ def call(name, args):
         return args[0] if args else None
     if name == "buildEvenlyDistributedTopologyNodes":
         return evenly_distributed_nodes(*args)
+    if name == "dra_fake.RandomReservedForReferences":
+        # n consumers named pod-<i> (their UIDs are random; only their number is read).
+        return [{"Resource": "pods", "Name": f"pod-{i}"} for i in range(args[0])]
+    if name == "allocatedDRAClaimStatus":
+        # reclaim_dra_overflow_test.go's helper: devices 0 and 1 of node0 for victim-claim,
+        # reserved for the named pod.
+        return {"Allocation": {"Devices": {"Results": [
+                    {"Request": "victim-claim", "Driver": "nvidia.com/gpu", "Pool": "node0",
+                     "Device": str(d)} for d in (0, 1)]}},
+                "ReservedFor": [{"Resource": "pods", "Name": args[0]}]}
     if name == "jobs_fake.DefaultSubGroup":
         return {"__default_sub_group__": args[0]}
     nil = lambda a: None if a == "nil" else a  # noqa: E731 (Go's nil arrives as a bare name)
@@ -506,7 +519,7 @@ JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "
 TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
                "RequiredMigInstances", "SubGroupName", "PodAffinityLabels",
                "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "Priority",
-               "IsLegacyMigTask"}
+               "IsLegacyMigTask", "ResourceClaimNames", "ResourceClaimTemplates"}
 NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
                "MigStrategy", "MigInstances", "GPUName"}
 QUEUE_FIELDS = {"Name", "Priority", "DeservedGPUs", "DeservedCPUs", "DeservedMemory",
@@ -518,6 +531,7 @@ EXPECT_FIELDS = {"NodeName", "GPUsRequired", "GPUsAccepted", "MilliCpuRequired",
                  "LastStartTimestampOlderThan"}
 NODE_EXPECT_FIELDS = {"ReleasingGPUs", "IdleGPUs"}
 TOPOLOGY_FIELDS = {"Name", "Jobs", "Nodes", "Queues", "Departments", "DisableDefaultDepartment", "Topologies",
+                   "TestDRAObjects",
                    "JobExpectedResults", "TaskExpectedResults", "ExpectedNodesResources", "Mocks"}
 
 # Fields read but not checked (the harness ignores them), with why, for the file's header.
@@ -612,8 +626,7 @@ def job(lit):
         t = dict(t)
         if t.get("SubGroupName") and "SubGroups" not in lit:
             raise Cannot(f"a task of job {lit.get('Name')} names a sub-group of a job without any")
-        for k in ("Annotations", "ResourceClaimNames",
-                  "ResourceClaimTemplates", "PersistentVolumeClaimNames"):
+        for k in ("Annotations", "PersistentVolumeClaimNames"):
             if t.get(k):
                 raise Cannot(f"a task of job {lit.get('Name')} sets {k}, which the harness "
                              f"does not model")
@@ -719,6 +732,35 @@ def scheduler_conf(conf, nodes):
     return {"gpu": node["gpu"], "cpu": node["cpu"]}
 
 
+def dra_objects(lit):
+    """`dra_fake.TestDRAObjects`: device class names; slices (`dra_fake.getResourceSlices`
+    gives each `Count` devices named 0, 1, ... of driver `nvidia.com/gpu` in pool `NodeName`,
+    whatever its `DeviceClassName`); claims, each one `ExactCount` request named `request`,
+    with their status's allocated devices and the names of the pods reserving them."""
+    out = {"DeviceClasses": [plain(c, "device class") for c in lit.get("DeviceClasses") or []],
+           "ResourceSlices": [], "ResourceClaims": []}
+    for sl in lit.get("ResourceSlices") or []:
+        sl = dict(sl)
+        if sl.get("AllNodes") or sl.get("NodeSelector"):
+            raise Cannot(f"resource slice {sl.get('Name')} is for all nodes or a node selector")
+        out["ResourceSlices"].append({"Name": plain(sl["Name"], "slice"),
+                                      "NodeName": plain(sl["NodeName"], "slice"),
+                                      "Count": plain(sl.get("Count", 0), "slice")})
+    for c in lit.get("ResourceClaims") or []:
+        c = dict(c)
+        claim = {k: plain(c[k], f"claim {c.get('Name')}")
+                 for k in ("Name", "Namespace", "DeviceClassName", "Count", "Labels") if k in c}
+        status = c.get("ClaimStatus") or {}
+        allocation = (status.get("Allocation") or {}).get("Devices", {}).get("Results")
+        if allocation:
+            claim["Allocation"] = [{k: plain(r[k], "allocation") for k in
+                                    ("Request", "Driver", "Pool", "Device")} for r in allocation]
+        if status.get("ReservedFor"):
+            claim["ReservedFor"] = [plain(r["Name"], "reservedFor") for r in status["ReservedFor"]]
+        out["ResourceClaims"].append(claim)
+    return out
+
+
 def topology(lit, meta):
     """One KAI TestTopologyBasic as a case dict (raises Cannot)."""
     if "__unreadable__" in lit:
@@ -748,6 +790,8 @@ def topology(lit, meta):
         case["DisableDefaultDepartment"] = True
     if lit.get("Topologies"):
         case["Topologies"] = topologies(lit["Topologies"])
+    if lit.get("TestDRAObjects"):
+        case["DRA"] = dra_objects(lit["TestDRAObjects"])
     case["Nodes"] = {str(n): node(n, v) for n, v in (lit.get("Nodes") or {}).items()}
     case["Queues"] = [queue(q, QUEUE_FIELDS, "queue") for q in lit.get("Queues") or []]
     if lit.get("Departments"):

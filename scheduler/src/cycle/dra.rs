@@ -1,0 +1,494 @@
+//! Which devices a pod's DRA claims get, as KAI's `dynamicresources` plugin decides it with the
+//! upstream structured allocator (`plugins/dynamicresources/dynamicresources.go`: `preFilter`,
+//! `filter`, `allocateHandlerFn`, `deallocateHandlerFn`; docs/scheduler.md, "DRA"):
+//!
+//! - before any node, a claim must exist, have fewer than 256 consumers, and, when the pod names
+//!   it (a shared claim) and it asks a GPU class, carry the job's queue in the queue label;
+//! - an allocated claim holds its devices and may be used only on the node its allocation names;
+//! - an unallocated one needs free devices its class and selectors accept on the node;
+//! - placing a pod reserves its claims and allocates those without devices; taking it off
+//!   unreserves them, and a claim no pod reserves gives its devices back.
+//!
+//! The GPUs these devices are counted as are in the pods' and nodes' amounts already
+//! ([`crate::dra::count_gpus`]).
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::cluster::{Pod, Snapshot};
+use crate::dra::{Candidate, MAX_CONSUMERS, MAX_DEVICES_PER_REQUEST, Mode, ResourceClaim, selects};
+
+/// A device on a node.
+#[derive(Debug, Clone)]
+struct Dev<'s> {
+    node: usize,
+    driver: &'s str,
+    pool: &'s str,
+    name: &'s str,
+    /// The claim holding it.
+    holder: Option<usize>,
+}
+
+/// A claim's devices (each with the request it was given for), and the node they tie it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held<'s> {
+    node: Option<usize>,
+    devices: Vec<(usize, &'s str)>,
+}
+
+#[derive(Debug, Clone)]
+struct Claim<'s> {
+    claim: &'s ResourceClaim,
+    /// Per request, the devices it accepts; or why no device can be given.
+    accepts: Result<Vec<Vec<usize>>, String>,
+    held: Option<Held<'s>>,
+    /// The devices it last held, given again first (KAI restores a claim's allocation when an
+    /// eviction is undone).
+    last: Option<Held<'s>>,
+    /// The pods reserving it.
+    reserved: BTreeSet<String>,
+}
+
+/// The claims and devices of one cycle.
+#[derive(Debug, Clone)]
+pub(super) struct DraState<'s> {
+    node_names: Vec<&'s str>,
+    devices: Vec<Dev<'s>>,
+    on_node: Vec<Vec<usize>>,
+    claims: Vec<Claim<'s>>,
+    by_name: HashMap<(&'s str, &'s str), usize>,
+    /// Pods that may not be placed whatever the node, and why (the queue-label rule, which
+    /// needs the job's queue: [`DraState::block`]).
+    blocked: HashMap<(String, String), String>,
+}
+
+impl<'s> DraState<'s> {
+    /// The DRA state of a snapshot; `None` when no pod uses a claim.
+    pub fn new(snapshot: &'s Snapshot) -> Option<Self> {
+        if !snapshot
+            .pods
+            .iter()
+            .any(|p| !p.constraints.claims.is_empty())
+        {
+            return None;
+        }
+        let nodes: HashMap<&str, usize> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
+        let mut devices = Vec::new();
+        let mut on_node = vec![Vec::new(); snapshot.nodes.len()];
+        let mut by_key = HashMap::new();
+        let mut device_of = Vec::new();
+        for s in &snapshot.dra.slices {
+            let Some(&node) = s.node.as_deref().and_then(|n| nodes.get(n)) else {
+                continue;
+            };
+            for d in &s.devices {
+                by_key.insert(
+                    (s.driver.as_str(), s.pool.as_str(), d.name.as_str()),
+                    devices.len(),
+                );
+                on_node[node].push(devices.len());
+                device_of.push(d);
+                devices.push(Dev {
+                    node,
+                    driver: &s.driver,
+                    pool: &s.pool,
+                    name: &d.name,
+                    holder: None,
+                });
+            }
+        }
+        let mut claims = Vec::new();
+        let mut by_name = HashMap::new();
+        for claim in &snapshot.dra.claims {
+            let index = claims.len();
+            let accepts = accepted(snapshot, claim, &devices, &device_of);
+            let held = claim.allocation.as_ref().map(|a| Held {
+                node: a.node.as_deref().and_then(|n| nodes.get(n).copied()),
+                devices: a
+                    .devices
+                    .iter()
+                    .filter_map(|d| {
+                        let at =
+                            by_key.get(&(d.driver.as_str(), d.pool.as_str(), d.device.as_str()));
+                        Some((*at?, d.request.as_str()))
+                    })
+                    .collect(),
+            });
+            for &(d, _) in held.iter().flat_map(|h| &h.devices) {
+                devices[d].holder = Some(index);
+            }
+            by_name.insert((claim.namespace.as_str(), claim.name.as_str()), index);
+            claims.push(Claim {
+                claim,
+                accepts,
+                held,
+                last: None,
+                reserved: claim.reserved_for.iter().cloned().collect(),
+            });
+        }
+        // A bound pod uses its claims, whether or not their reservedFor says so.
+        for pod in snapshot.pods.iter().filter(|p| p.node.is_some()) {
+            for name in pod
+                .constraints
+                .claims
+                .iter()
+                .filter_map(|c| c.claim.as_deref())
+            {
+                if let Some(&c) = by_name.get(&(pod.namespace.as_str(), name)) {
+                    let claim: &mut Claim = &mut claims[c];
+                    claim.reserved.insert(pod.name.clone());
+                }
+            }
+        }
+        Some(DraState {
+            node_names: snapshot.nodes.iter().map(|n| n.name.as_str()).collect(),
+            devices,
+            on_node,
+            claims,
+            by_name,
+            blocked: HashMap::new(),
+        })
+    }
+
+    /// Keeps `pod` off every node for `why`.
+    pub fn block(&mut self, pod: &Pod, why: String) {
+        self.blocked
+            .insert((pod.namespace.clone(), pod.name.clone()), why);
+    }
+
+    fn claims_of<'a>(&'a self, pod: &'a Pod) -> impl Iterator<Item = Result<usize, String>> + 'a {
+        pod.constraints.claims.iter().map(move |pc| {
+            let Some(name) = pc.claim.as_deref() else {
+                return Err(format!(
+                    "the claim of its resourceClaims entry {} is not made yet (its \
+                     ResourceClaimTemplate's claim is not in the pod's status)",
+                    pc.name
+                ));
+            };
+            self.by_name
+                .get(&(pod.namespace.as_str(), name))
+                .copied()
+                .ok_or_else(|| {
+                    format!(
+                        "ResourceClaim {}/{name} does not exist (create it, or fix the pod's \
+                         resourceClaims)",
+                        pod.namespace
+                    )
+                })
+        })
+    }
+
+    /// Why no node can take `pod` whatever is free: a claim missing, or one whose requests no
+    /// device can meet, or the queue-label rule.
+    pub fn misfit(&self, pod: &Pod) -> Option<String> {
+        if pod.constraints.claims.is_empty() {
+            return None;
+        }
+        if let Some(why) = self.blocked.get(&(pod.namespace.clone(), pod.name.clone())) {
+            return Some(why.clone());
+        }
+        for c in self.claims_of(pod) {
+            let c = match c {
+                Ok(c) => c,
+                Err(why) => return Some(why),
+            };
+            let claim = &self.claims[c];
+            if claim.held.is_none()
+                && let Err(why) = &claim.accepts
+            {
+                return Some(why.clone());
+            }
+        }
+        None
+    }
+
+    /// Why `pod`'s claims cannot be met on `node` as things stand: a claim with its most
+    /// consumers, one tied to another node, or not enough free devices for the unallocated
+    /// ones. `None`: they can.
+    pub fn shortage(&self, node: usize, pod: &Pod) -> Option<String> {
+        if pod.constraints.claims.is_empty() {
+            return None;
+        }
+        let mut taken: Vec<usize> = Vec::new();
+        for c in self.claims_of(pod) {
+            let Ok(c) = c else { continue };
+            let claim = &self.claims[c];
+            if claim.reserved.len() >= MAX_CONSUMERS && !claim.reserved.contains(&pod.name) {
+                return Some(format!(
+                    "ResourceClaim {}/{} has its most consumers ({MAX_CONSUMERS} pods)",
+                    claim.claim.namespace, claim.claim.name
+                ));
+            }
+            match &claim.held {
+                Some(held) => {
+                    if held.node.is_some_and(|n| n != node) {
+                        return Some(format!(
+                            "ResourceClaim {}/{} is allocated on another node",
+                            claim.claim.namespace, claim.claim.name
+                        ));
+                    }
+                }
+                None => match self.choose(c, node, &taken) {
+                    Some(devices) => taken.extend(devices.into_iter().map(|(d, _)| d)),
+                    None => {
+                        return Some(format!(
+                            "too few free devices for ResourceClaim {}/{}",
+                            claim.claim.namespace, claim.claim.name
+                        ));
+                    }
+                },
+            }
+        }
+        None
+    }
+
+    /// The free devices on `node` an unallocated claim would get, besides `taken`: for each
+    /// request its count of accepted devices in the node's order, or every one for `All`; the
+    /// devices it last held first.
+    fn choose(&self, c: usize, node: usize, taken: &[usize]) -> Option<Vec<(usize, &'s str)>> {
+        let claim = &self.claims[c];
+        let Ok(accepts) = &claim.accepts else {
+            return None;
+        };
+        let free = |d: usize| self.devices[d].holder.is_none() && !taken.contains(&d);
+        if let Some(last) = claim.last.as_ref().filter(|l| {
+            l.devices
+                .iter()
+                .all(|&(d, _)| self.devices[d].node == node && free(d))
+                && !l.devices.is_empty()
+        }) {
+            return Some(last.devices.clone());
+        }
+        let mut chosen: Vec<(usize, &'s str)> = Vec::new();
+        let used = |chosen: &[(usize, &str)], d: usize| chosen.iter().any(|&(c, _)| c == d);
+        for (request, accepted) in claim.claim.requests.iter().zip(accepts) {
+            let here: Vec<usize> = self.on_node[node]
+                .iter()
+                .copied()
+                .filter(|d| accepted.contains(d))
+                .collect();
+            match request.mode {
+                Mode::All => {
+                    if here.is_empty() || !here.iter().all(|&d| free(d) && !used(&chosen, d)) {
+                        return None;
+                    }
+                    chosen.extend(here.into_iter().map(|d| (d, request.name.as_str())));
+                }
+                Mode::Exact(n) => {
+                    let n = n.max(1) as usize;
+                    let pick: Vec<usize> = here
+                        .into_iter()
+                        .filter(|&d| free(d) && !used(&chosen, d))
+                        .take(n)
+                        .collect();
+                    if pick.len() < n {
+                        return None;
+                    }
+                    chosen.extend(pick.into_iter().map(|d| (d, request.name.as_str())));
+                }
+                Mode::FirstAvailable => return None,
+            }
+        }
+        Some(chosen)
+    }
+
+    /// Reserves `pod`'s claims, placed on `node`, allocating those without devices.
+    pub fn take(&mut self, node: usize, pod: &Pod) {
+        if pod.constraints.claims.is_empty() {
+            return;
+        }
+        let claims: Vec<usize> = self.claims_of(pod).filter_map(Result::ok).collect();
+        for c in claims {
+            self.claims[c].reserved.insert(pod.name.clone());
+            if self.claims[c].held.is_some() {
+                continue;
+            }
+            let Some(devices) = self.choose(c, node, &[]) else {
+                continue;
+            };
+            for &(d, _) in &devices {
+                self.devices[d].holder = Some(c);
+            }
+            // A device of a node's own slice ties the claim to that node.
+            let node = (!devices.is_empty()).then_some(node);
+            self.claims[c].held = Some(Held { node, devices });
+        }
+    }
+
+    /// Unreserves `pod`'s claims; a claim no pod reserves gives its devices back.
+    pub fn release(&mut self, pod: &Pod) {
+        if pod.constraints.claims.is_empty() {
+            return;
+        }
+        let claims: Vec<usize> = self.claims_of(pod).filter_map(Result::ok).collect();
+        for c in claims {
+            let claim = &mut self.claims[c];
+            claim.reserved.remove(&pod.name);
+            if !claim.reserved.is_empty() {
+                continue;
+            }
+            if let Some(held) = claim.held.take() {
+                for &(d, _) in &held.devices {
+                    self.devices[d].holder = None;
+                }
+                self.claims[c].last = Some(held);
+            }
+        }
+    }
+
+    /// The status of every claim the cycle changed (allocated, freed, or reserved for other
+    /// pods), in the snapshot's order: what a backend writes, and what KAI's test harness copies
+    /// back between rounds.
+    pub fn changed(&self) -> Vec<crate::dra::ClaimStatus> {
+        let mut out = Vec::new();
+        for claim in &self.claims {
+            let allocation = claim.held.as_ref().map(|h| crate::dra::Allocation {
+                node: h.node.map(|n| self.node_names[n].to_string()),
+                devices: h
+                    .devices
+                    .iter()
+                    .map(|&(d, request)| {
+                        let d = &self.devices[d];
+                        crate::dra::AllocatedDevice {
+                            request: request.to_string(),
+                            driver: d.driver.to_string(),
+                            pool: d.pool.to_string(),
+                            device: d.name.to_string(),
+                        }
+                    })
+                    .collect(),
+            });
+            let reserved_for: Vec<String> = claim.reserved.iter().cloned().collect();
+            let mut before = claim.claim.reserved_for.clone();
+            before.sort();
+            before.dedup();
+            if allocation != claim.claim.allocation || reserved_for != before {
+                out.push(crate::dra::ClaimStatus {
+                    namespace: claim.claim.namespace.clone(),
+                    name: claim.claim.name.clone(),
+                    allocation,
+                    reserved_for,
+                });
+            }
+        }
+        out
+    }
+
+    /// The queue-label rule (`validateSharedGpuClaimQueueLabel`): a claim the pod names (not
+    /// one made from a template) that asks a GPU class must carry `label` = the job's queue.
+    pub fn queue_label_problem(&self, pod: &Pod, label: &str, queue: &str) -> Option<String> {
+        for (pc, c) in pod.constraints.claims.iter().zip(self.claims_of(pod)) {
+            let Ok(c) = c else { continue };
+            let claim = self.claims[c].claim;
+            if pc.template || !claim.asks_gpu() {
+                continue;
+            }
+            match claim.labels.get(label).filter(|v| !v.is_empty()) {
+                None => {
+                    return Some(format!(
+                        "ResourceClaim {}/{} is a shared GPU claim without the queue label \
+                         {label} (label it {label}={queue})",
+                        claim.namespace, claim.name
+                    ));
+                }
+                Some(v) if v != queue => {
+                    return Some(format!(
+                        "ResourceClaim {}/{} is a shared GPU claim of queue {v}, not of the \
+                         job's queue {queue} (label {label})",
+                        claim.namespace, claim.name
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        None
+    }
+}
+
+/// Keeps off every node the pending pods whose shared GPU claims do not carry their job's queue
+/// in the policy's queue label (KAI checks it before any node, `preFilter`).
+pub(super) fn block_by_queue_label(
+    dra: &mut DraState<'_>,
+    snapshot: &Snapshot,
+    policy: &kai_policy_compiler::model::Policy,
+    jobs: &[super::jobs::Job],
+) {
+    let label = &policy.cluster.queue_label;
+    for job in jobs {
+        let Ok(q) = job.queue else { continue };
+        let queue = &policy.queues[q].name;
+        for &p in &job.pods {
+            let pod = &snapshot.pods[p];
+            if pod.node.is_some() || pod.constraints.claims.is_empty() {
+                continue;
+            }
+            if let Some(why) = dra.queue_label_problem(pod, label, queue) {
+                dra.block(pod, why);
+            }
+        }
+    }
+}
+
+/// Per request of a claim, the devices it accepts: its class's selectors and its own pass. Or
+/// why it can take none: a class missing, a selector beyond what is read, `firstAvailable`, or
+/// more devices than one request may get.
+fn accepted(
+    snapshot: &Snapshot,
+    claim: &ResourceClaim,
+    devices: &[Dev<'_>],
+    device_of: &[&crate::dra::Device],
+) -> Result<Vec<Vec<usize>>, String> {
+    let what = format!("ResourceClaim {}/{}", claim.namespace, claim.name);
+    let mut out = Vec::new();
+    for r in &claim.requests {
+        if r.mode == Mode::FirstAvailable {
+            return Err(format!(
+                "{what} request {} lists firstAvailable devices, which KAI's allocator does not \
+                 give (ask one device class with `exactly`)",
+                r.name
+            ));
+        }
+        if let Mode::Exact(n) = r.mode
+            && n > MAX_DEVICES_PER_REQUEST
+        {
+            return Err(format!(
+                "{what} request {} asks {n} devices; one request gets at most \
+                 {MAX_DEVICES_PER_REQUEST}",
+                r.name
+            ));
+        }
+        let class = snapshot.dra.class(&r.class).ok_or_else(|| {
+            format!(
+                "{what} request {}: device class {} does not exist",
+                r.name, r.class
+            )
+        })?;
+        let mut accepts = Vec::new();
+        for (i, dev) in devices.iter().enumerate() {
+            let candidate = Candidate {
+                driver: dev.driver,
+                device: device_of[i],
+            };
+            let mut ok = true;
+            for expression in class.selectors.iter().chain(&r.selectors) {
+                ok &= selects(expression, &candidate).map_err(|part| {
+                    format!(
+                        "{what} request {}: the selector `{expression}` uses {part}, beyond the \
+                         CEL kai-policy reads (&& of == or != on device.driver and \
+                         device.attributes)",
+                        r.name
+                    )
+                })?;
+            }
+            if ok {
+                accepts.push(i);
+            }
+        }
+        out.push(accepts);
+    }
+    Ok(out)
+}
