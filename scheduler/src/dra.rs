@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::cluster::Snapshot;
+use crate::cluster::{Pod, Snapshot};
 
 /// KAI's test for a GPU device class, slice driver or allocation driver
 /// (`resources.IsGPUDeviceClass`): its name holds `gpu`, in any case.
@@ -291,6 +291,58 @@ pub fn count_gpus(snapshot: &mut Snapshot) {
     for (pod, gpus) in snapshot.pods.iter_mut().zip(extra) {
         pod.dra_gpus = gpus as u32;
         pod.request.gpu = pod.request.gpu.saturating_add(gpus * 1000);
+    }
+}
+
+/// What the API server holds once `pod` is bound with the cycle's `changed` claims: each of
+/// its claims reserved for it, and given the cycle's devices when it had none (KAI's binder,
+/// `binder/plugins/k8s-plugins/dynamicresources: Bind`). Simulators call it.
+pub fn bind(dra: &mut Dra, pod: &Pod, changed: &[ClaimStatus]) {
+    for name in pod
+        .constraints
+        .claims
+        .iter()
+        .filter_map(|c| c.claim.as_deref())
+    {
+        let Some(claim) = dra
+            .claims
+            .iter_mut()
+            .find(|c| c.namespace == pod.namespace && c.name == name)
+        else {
+            continue;
+        };
+        if claim.allocation.is_none() {
+            claim.allocation = changed
+                .iter()
+                .find(|s| s.namespace == claim.namespace && s.name == claim.name)
+                .and_then(|s| s.allocation.clone());
+        }
+        if !claim.reserved_for.contains(&pod.name) {
+            claim.reserved_for.push(pod.name.clone());
+        }
+    }
+}
+
+/// What the API server holds once `pod` is gone: its claims no longer reserved for it, and a
+/// claim no pod reserves deallocated (Kubernetes' resource claim controller). Simulators call
+/// it.
+pub fn release(dra: &mut Dra, pod: &Pod) {
+    for name in pod
+        .constraints
+        .claims
+        .iter()
+        .filter_map(|c| c.claim.as_deref())
+    {
+        if let Some(claim) = dra
+            .claims
+            .iter_mut()
+            .find(|c| c.namespace == pod.namespace && c.name == name)
+        {
+            claim.reserved_for.retain(|p| *p != pod.name);
+            if claim.reserved_for.is_empty() {
+                claim.allocation = None;
+            }
+        }
     }
 }
 

@@ -141,7 +141,7 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
         keep_marks(&mut snapshot.groups, &result, now);
         let mut changed = apply(
             &mut snapshot,
-            &result.decisions,
+            (&result.decisions, &result.claims),
             now,
             &mut evicted,
             &mut nominated,
@@ -181,7 +181,7 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
 /// Applies one cycle's decisions; returns whether anything changed.
 fn apply(
     snapshot: &mut Snapshot,
-    decisions: &[Decision],
+    (decisions, claims): (&[Decision], &[crate::dra::ClaimStatus]),
     now: Time,
     evicted: &mut BTreeSet<String>,
     nominated: &mut BTreeMap<String, String>,
@@ -202,9 +202,11 @@ fn apply(
             Decision::Evict { pod, reason, .. } => {
                 let Some(&i) = index.get(pod) else { continue };
                 changed = true;
+                crate::dra::release(&mut snapshot.dra, &snapshot.pods[i]);
                 match reason {
                     EvictReason::Consolidate { to_node, .. } => {
                         snapshot.pods[i].move_to(to_node, now);
+                        crate::dra::bind(&mut snapshot.dra, &snapshot.pods[i], claims);
                     }
                     _ => {
                         gone.insert(i);
@@ -219,6 +221,7 @@ fn apply(
                 p.node = Some(node.clone());
                 p.started = Some(now);
                 nominated.remove(pod);
+                crate::dra::bind(&mut snapshot.dra, &snapshot.pods[i], claims);
             }
             Decision::Nominate { pod, node } => {
                 if index.contains_key(pod) {

@@ -34,6 +34,8 @@ pub struct Applied<'a> {
     pub started: &'a [String],
     /// Pod groups it evicted pods of, at `now` (`CycleResult::evicted`).
     pub evicted: &'a [String],
+    /// DRA claims whose status it changed (`CycleResult::claims`): a bind writes its pod's.
+    pub claims: &'a [kai_scheduler::dra::ClaimStatus],
 }
 
 /// One API call a backend made, for the metrics: what it was and what came of it.

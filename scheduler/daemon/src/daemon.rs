@@ -559,6 +559,7 @@ impl LoopState {
             stale_marks: &result.stale_marks,
             started: &result.started,
             evicted: &result.evicted,
+            claims: &result.claims,
         })?;
         shared.metrics.calls(&calls);
         let acts = backend.acts();

@@ -17,6 +17,7 @@ use kai_policy_compiler::model::Policy;
 use kai_policy_compiler::quantity::parse_duration;
 use kai_scheduler::cluster::{Pod, PodGroup, Snapshot, Time};
 use kai_scheduler::decision::{Decision, EvictReason};
+use kai_scheduler::dra;
 use kai_scheduler::ingest::{self, Options};
 
 use crate::backend::{Applied, Backend, CallOutcome};
@@ -130,11 +131,15 @@ impl SimCluster {
         let start = self.start;
         let durations = &self.durations;
         let leaving = &mut self.leaving;
+        let mut gone = Vec::new();
         self.world.pods.retain(|p| {
             let key = p.key();
-            if let Some(&gone) = leaving.get(&key) {
-                if gone <= now {
+            if let Some(&at) = leaving.get(&key) {
+                if at <= now {
                     leaving.remove(&key);
+                    if !p.constraints.claims.is_empty() {
+                        gone.push(p.clone());
+                    }
                     return false;
                 }
                 return true;
@@ -145,8 +150,16 @@ impl SimCluster {
             // A pod already running in the file runs its duration from the clock's start: the
             // file says when it started, not how long it has left.
             let runs = durations.get(&key).copied().unwrap_or(default);
-            started.max(start).saturating_add(runs) > now
+            let stays = started.max(start).saturating_add(runs) > now;
+            if !stays && !p.constraints.claims.is_empty() {
+                gone.push(p.clone());
+            }
+            stays
         });
+        // Kubernetes' resource claim controller: the claims of pods gone are theirs no more.
+        for p in &gone {
+            dra::release(&mut self.world.dra, p);
+        }
     }
 
     /// The world as it is (for tests and the demo).
@@ -183,6 +196,7 @@ impl Backend for SimCluster {
                         let p = &mut self.world.pods[i];
                         p.node = Some(node.clone());
                         p.started = Some(now);
+                        dra::bind(&mut self.world.dra, &self.world.pods[i], cycle.claims);
                     }
                 }
                 Decision::Evict { pod, reason, .. } => {
@@ -190,6 +204,8 @@ impl Backend for SimCluster {
                     let p = &mut self.world.pods[i];
                     if let EvictReason::Consolidate { to_node, .. } = reason {
                         p.move_to(to_node, now);
+                        dra::release(&mut self.world.dra, &self.world.pods[i]);
+                        dra::bind(&mut self.world.dra, &self.world.pods[i], cycle.claims);
                     } else if !p.terminating {
                         p.terminating = true;
                         p.deletion_deadline = Some(now + p.termination_grace_seconds);
@@ -313,6 +329,7 @@ mod tests {
                 stale_marks: &r.stale_marks,
                 started: &r.started,
                 evicted: &r.evicted,
+                claims: &r.claims,
             })
             .expect("the simulated cluster applies every decision");
             r.decisions

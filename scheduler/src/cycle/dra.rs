@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::state::DraShortage;
 use crate::cluster::{Pod, Snapshot};
 use crate::dra::{Candidate, MAX_CONSUMERS, MAX_DEVICES_PER_REQUEST, Mode, ResourceClaim, selects};
 
@@ -209,7 +210,7 @@ impl<'s> DraState<'s> {
     /// Why `pod`'s claims cannot be met on `node` as things stand: a claim with its most
     /// consumers, one tied to another node, or not enough free devices for the unallocated
     /// ones. `None`: they can.
-    pub fn shortage(&self, node: usize, pod: &Pod) -> Option<String> {
+    pub fn shortage(&self, node: usize, pod: &Pod) -> Option<DraShortage> {
         if pod.constraints.claims.is_empty() {
             return None;
         }
@@ -217,29 +218,22 @@ impl<'s> DraState<'s> {
         for c in self.claims_of(pod) {
             let Ok(c) = c else { continue };
             let claim = &self.claims[c];
+            let name = || format!("{}/{}", claim.claim.namespace, claim.claim.name);
             if claim.reserved.len() >= MAX_CONSUMERS && !claim.reserved.contains(&pod.name) {
-                return Some(format!(
-                    "ResourceClaim {}/{} has its most consumers ({MAX_CONSUMERS} pods)",
-                    claim.claim.namespace, claim.claim.name
-                ));
+                return Some(DraShortage::Consumers(name()));
             }
             match &claim.held {
                 Some(held) => {
-                    if held.node.is_some_and(|n| n != node) {
-                        return Some(format!(
-                            "ResourceClaim {}/{} is allocated on another node",
-                            claim.claim.namespace, claim.claim.name
+                    if let Some(n) = held.node.filter(|&n| n != node) {
+                        return Some(DraShortage::OtherNode(
+                            name(),
+                            self.node_names[n].to_string(),
                         ));
                     }
                 }
                 None => match self.choose(c, node, &taken) {
                     Some(devices) => taken.extend(devices.into_iter().map(|(d, _)| d)),
-                    None => {
-                        return Some(format!(
-                            "too few free devices for ResourceClaim {}/{}",
-                            claim.claim.namespace, claim.claim.name
-                        ));
-                    }
+                    None => return Some(DraShortage::Devices(name())),
                 },
             }
         }

@@ -9,7 +9,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 use super::filters;
 use super::gang::{Gang, Part};
 use super::jobs::Job;
-use super::state::{ClusterState, Shortage, Slot};
+use super::state::{ClusterState, DraShortage, Shortage, Slot};
 use super::topology::{self, Constraint};
 use crate::cluster::{Pod, Snapshot};
 use crate::decision::{Reason, amount};
@@ -695,7 +695,22 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
                 "{count} {} host port {port} in use",
                 if count == 1 { "has" } else { "have" }
             ),
-            Found::Room(Shortage::Dra(why)) => format!("{count}: {why}"),
+            Found::Room(Shortage::Dra(short)) => {
+                let is = if count == 1 { "is" } else { "are" };
+                match short {
+                    DraShortage::Devices(claim) => {
+                        format!("{count} lack free devices for ResourceClaim {claim}")
+                    }
+                    DraShortage::OtherNode(claim, node) => format!(
+                        "{count} {is} not node {node}, where ResourceClaim {claim} is allocated"
+                    ),
+                    DraShortage::Consumers(claim) => format!(
+                        "{count} cannot add a consumer to ResourceClaim {claim}, which has the \
+                         most a claim may have ({} pods)",
+                        crate::dra::MAX_CONSUMERS
+                    ),
+                }
+            }
             Found::Room(_) => {
                 format!("{count} would break the pod's inter-pod affinity or anti-affinity")
             }

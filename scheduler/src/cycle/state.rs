@@ -1166,8 +1166,19 @@ pub enum Shortage {
     HostPort(i32),
     /// An inter-pod affinity or anti-affinity term does not hold.
     PodAffinity,
-    /// The pod's DRA claims cannot be met there (why).
-    Dra(String),
+    /// The pod's DRA claims cannot be met there.
+    Dra(DraShortage),
+}
+
+/// Why a pod's DRA claims cannot be met on a node (each names the claim, `namespace/name`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DraShortage {
+    /// Too few free devices its class and selectors accept.
+    Devices(String),
+    /// It is allocated on another node (named).
+    OtherNode(String, String),
+    /// It has as many consumers as a claim may have.
+    Consumers(String),
 }
 
 /// Kubernetes' host-port rule: same protocol and port, and the same address or either one the
