@@ -339,6 +339,7 @@ impl Backend for KubeCluster {
         };
         // The backend's clock is seconds since the epoch: the marks are written as they are.
         self.backend.mark_stale(cycle.stale_marks);
+        self.backend.cycle_claims(cycle.claims);
         self.backend
             .mark_started_and_evicted(cycle.started, cycle.evicted, cycle.now);
         let sent =

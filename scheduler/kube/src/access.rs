@@ -58,6 +58,21 @@ pub const QUEUES_WATCH: Access = cluster("scheduling.run.ai", "queues", "watch")
 pub const TOPOLOGIES_LIST: Access = cluster("kai.scheduler", "topologies", "list");
 /// Watch Topologies.
 pub const TOPOLOGIES_WATCH: Access = cluster("kai.scheduler", "topologies", "watch");
+/// List DRA DeviceClasses, ResourceSlices and ResourceClaims (`resource.k8s.io`).
+pub const DEVICE_CLASSES_LIST: Access = cluster("resource.k8s.io", "deviceclasses", "list");
+/// Watch DeviceClasses.
+pub const DEVICE_CLASSES_WATCH: Access = cluster("resource.k8s.io", "deviceclasses", "watch");
+/// List ResourceSlices.
+pub const RESOURCE_SLICES_LIST: Access = cluster("resource.k8s.io", "resourceslices", "list");
+/// Watch ResourceSlices.
+pub const RESOURCE_SLICES_WATCH: Access = cluster("resource.k8s.io", "resourceslices", "watch");
+/// List ResourceClaims.
+pub const RESOURCE_CLAIMS_LIST: Access = cluster("resource.k8s.io", "resourceclaims", "list");
+/// Watch ResourceClaims.
+pub const RESOURCE_CLAIMS_WATCH: Access = cluster("resource.k8s.io", "resourceclaims", "watch");
+/// Write a claim's allocation and consumers before its pod is bound (what KAI's binder does).
+pub const RESOURCE_CLAIM_STATUS: Access =
+    cluster("resource.k8s.io", "resourceclaims/status", "patch");
 /// Bind a pod to a node (the calls of a cycle, `client.rs`).
 pub const BIND: Access = cluster("", "pods/binding", "create");
 /// Evict a pod through the Eviction API.
@@ -204,6 +219,13 @@ pub const BASE: &[Access] = &[
     QUEUES_WATCH,
     TOPOLOGIES_LIST,
     TOPOLOGIES_WATCH,
+    DEVICE_CLASSES_LIST,
+    DEVICE_CLASSES_WATCH,
+    RESOURCE_SLICES_LIST,
+    RESOURCE_SLICES_WATCH,
+    RESOURCE_CLAIMS_LIST,
+    RESOURCE_CLAIMS_WATCH,
+    RESOURCE_CLAIM_STATUS,
     PRIORITY_CLASSES_LIST,
     PRIORITY_CLASSES_WATCH,
     POD_GROUPS_WATCH,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kai_scheduler::decision::Decision;
+use kai_scheduler::dra::ClaimStatus;
 use kai_scheduler::ingest::Options;
 use kube::api::{DynamicObject, ListParams};
 use tokio::sync::watch;
@@ -91,6 +92,13 @@ pub struct KubeBackend {
     /// Spec updates sent, with when: the same one is not sent again within a minute, while the
     /// caches catch up.
     spec_updates: BTreeMap<String, (serde_json::Value, Timestamp)>,
+    /// The DRA claims the next cycle's binds write (`CycleResult::claims`), and the objects
+    /// their patches start from, as the last snapshot's caches held them: claims by
+    /// `(namespace, name)`, DeviceClasses by name, pods' uids by `namespace/name`.
+    claims: Vec<ClaimStatus>,
+    dra_claims: BTreeMap<(String, String), serde_json::Value>,
+    dra_classes: BTreeMap<String, serde_json::Value>,
+    pod_uids: BTreeMap<String, String>,
 }
 
 /// `namespace/name` of a PodGroup object, as decisions and calls name groups.
@@ -151,7 +159,64 @@ impl KubeBackend {
             failed_groups: BTreeMap::new(),
             made_specs: BTreeMap::new(),
             spec_updates: BTreeMap::new(),
+            claims: Vec::new(),
+            dra_claims: BTreeMap::new(),
+            dra_classes: BTreeMap::new(),
+            pod_uids: BTreeMap::new(),
         }
+    }
+
+    /// Keeps a cycle's changed DRA claims (`CycleResult::claims`): the next
+    /// [`KubeBackend::apply`] writes those of the pods it binds before binding them.
+    pub fn cycle_claims(&mut self, claims: &[ClaimStatus]) {
+        self.claims = claims.to_vec();
+    }
+
+    /// Puts into each bind the status patches of its pod's DRA claims; a bind whose claims
+    /// cannot be written is not sent (the pod waits for a later cycle) and says why in the log.
+    fn give_claims(&mut self, planned: &mut Vec<Call>) {
+        let pods: BTreeMap<String, &kai_scheduler::cluster::Pod> = self
+            .last
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| !p.constraints.claims.is_empty())
+            .map(|p| (p.key(), p))
+            .collect();
+        if pods.is_empty() {
+            return;
+        }
+        planned.retain_mut(|call| {
+            let Call::Bind {
+                namespace,
+                pod,
+                claims,
+                ..
+            } = call
+            else {
+                return true;
+            };
+            let key = format!("{namespace}/{pod}");
+            let Some(p) = pods.get(&key) else {
+                return true;
+            };
+            let written = match self.pod_uids.get(&key) {
+                None => Err("its uid is not in the caches".to_string()),
+                Some(uid) => {
+                    calls::claim_writes(p, uid, &self.claims, &self.dra_claims, &self.dra_classes)
+                }
+            };
+            match written {
+                Ok(writes) => {
+                    *claims = writes;
+                    true
+                }
+                Err(why) => {
+                    tracing::warn!("not binding {key} now: {why}");
+                    false
+                }
+            }
+        });
     }
 
     /// Queues a cycle's stale-mark changes (`CycleResult::stale_marks`, on this backend's
@@ -221,6 +286,34 @@ impl KubeBackend {
             .retain(|key, at| !status.contains_key(key) && age(at) < GROUP_MEMORY_SECONDS);
         self.failed_groups
             .retain(|_, at| age(at) < GROUP_RETRY_SECONDS);
+        self.dra_claims.clear();
+        self.dra_classes.clear();
+        for object in &objects.dra {
+            let value = serde_json::to_value(object.as_ref()).unwrap_or_default();
+            let name = object.metadata.name.clone().unwrap_or_default();
+            match object.types.as_ref().map(|t| t.kind.as_str()) {
+                Some("ResourceClaim") => {
+                    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+                    self.dra_claims.insert((namespace, name), value);
+                }
+                Some("DeviceClass") => {
+                    self.dra_classes.insert(name, value);
+                }
+                _ => {}
+            }
+        }
+        self.pod_uids = objects
+            .pods
+            .iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.resource_claims.is_some()))
+            .filter_map(|p| {
+                let m = &p.metadata;
+                Some((
+                    format!("{}/{}", m.namespace.as_deref()?, m.name.as_deref()?),
+                    m.uid.clone()?,
+                ))
+            })
+            .collect();
         let mut read = snapshot::read(&objects, &self.config.options);
         self.assumed
             .overlay(&mut read.snapshot, snapshot::clock(now));
@@ -265,6 +358,7 @@ impl KubeBackend {
             now,
         };
         let mut planned = calls::plan(decisions, &cx, &mut self.reported);
+        self.give_claims(&mut planned);
         // Status only for Queue objects that exist: the policy's queues may not be applied yet
         // (the status of a missing object is a 404 every cycle).
         let existing = self.caches.queue_names();

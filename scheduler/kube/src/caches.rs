@@ -42,6 +42,8 @@ pub struct Caches {
     priority_classes: Store<PriorityClass>,
     /// KAI's Topology objects, and whether their watch has listed (or found the kind absent).
     topologies: (Store<DynamicObject>, watch::Receiver<Listing>),
+    /// DRA's DeviceClasses, ResourceSlices and ResourceClaims, each with its listing.
+    dra: Vec<(Store<DynamicObject>, watch::Receiver<Listing>)>,
     owners: Vec<OwnerCache>,
     _tasks: JoinSet<()>,
 }
@@ -275,6 +277,27 @@ impl Caches {
                 ),
                 &mut tasks,
             ),
+            dra: [
+                ("DeviceClass", "deviceclasses"),
+                ("ResourceSlice", "resourceslices"),
+                ("ResourceClaim", "resourceclaims"),
+            ]
+            .into_iter()
+            .map(|(kind, plural)| {
+                follow_dynamic(
+                    client.clone(),
+                    ApiResource::from_gvk_with_plural(
+                        &GroupVersionKind::gvk("resource.k8s.io", "v1", kind),
+                        plural,
+                    ),
+                    Keep::Whole,
+                    Some(
+                        "the cluster serves no DRA (resource.k8s.io/v1, Kubernetes 1.34 or later): pods with resource claims wait",
+                    ),
+                    &mut tasks,
+                )
+            })
+            .collect(),
             owners: access::OWNER_KINDS
                 .iter()
                 .map(|kind| follow_owner(client.clone(), kind, &mut tasks))
@@ -290,6 +313,7 @@ impl Caches {
         let (nodes, pods, groups) = (self.nodes.clone(), self.pods.clone(), self.groups.clone());
         let classes = self.priority_classes.clone();
         let mut topologies = self.topologies.1.clone();
+        let dra: Vec<_> = self.dra.iter().map(|(_, l)| l.clone()).collect();
         let owners: Vec<_> = self
             .owners
             .iter()
@@ -307,6 +331,12 @@ impl Caches {
                 .wait_for(|l| *l != Listing::Pending)
                 .await
                 .map_err(|_| "the Topology watch stopped before its first list".to_string())?;
+            for mut listing in dra {
+                listing
+                    .wait_for(|l| *l != Listing::Pending)
+                    .await
+                    .map_err(|_| "a DRA watch stopped before its first list".to_string())?;
+            }
             for (kind, mut listing) in owners {
                 listing
                     .wait_for(|l| *l != Listing::Pending)
@@ -365,6 +395,12 @@ impl Caches {
                 Listing::Absent => Vec::new(),
                 _ => self.topologies.0.state(),
             },
+            dra: self
+                .dra
+                .iter()
+                .filter(|(_, listing)| *listing.borrow() != Listing::Absent)
+                .flat_map(|(store, _)| store.state())
+                .collect(),
             owners,
             complete_owner_kinds,
         }

@@ -25,6 +25,7 @@ use k8s_openapi::jiff::Timestamp;
 use kai_policy_compiler::quantity::ResourceKind;
 use kai_scheduler::cluster::{Amounts, Snapshot};
 use kai_scheduler::decision::{Decision, Reason};
+use kai_scheduler::dra::{Allocation, ClaimStatus};
 use serde_json::{Value, json};
 
 use crate::crd::{
@@ -42,7 +43,8 @@ pub const UNSCHEDULABLE_ON_NODE_POOL: &str = "UnschedulableOnNodePool";
 /// One API call, with its body.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
-    /// `POST /api/v1/namespaces/{ns}/pods/{pod}/binding`.
+    /// `POST /api/v1/namespaces/{ns}/pods/{pod}/binding`, after its DRA claims' status is
+    /// written (`claims`, in order; a failed one stops the bind, as in KAI's binder).
     Bind {
         /// The pod's namespace.
         namespace: String,
@@ -50,6 +52,8 @@ pub enum Call {
         pod: String,
         /// The body.
         binding: Binding,
+        /// Its claims' status patches.
+        claims: Vec<ClaimWrite>,
     },
     /// `POST /api/v1/namespaces/{ns}/pods/{pod}/eviction`.
     Evict {
@@ -140,6 +144,136 @@ pub enum Call {
         /// The object's name.
         name: String,
     },
+}
+
+/// `PATCH .../resourceclaims/{name}/status` (JSON merge patch, on the resourceVersion the
+/// caches show): the pod added to `reservedFor`, and the cycle's devices as `allocation` when
+/// the claim had none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimWrite {
+    /// The claim.
+    pub name: String,
+    /// The patch.
+    pub patch: Value,
+    /// The allocation it writes (`None`: the claim keeps its own).
+    pub allocation: Option<Allocation>,
+}
+
+/// The status patches that give a pod's claims to it before it is bound, as KAI's binder writes
+/// them (`binder/plugins/k8s-plugins/dynamicresources/dra.go: Bind`): the pod added to
+/// `reservedFor` (`resource: pods`, its name and uid), and, for a claim without an
+/// allocation, the devices the cycle gave it (`changed`) with the configuration of their
+/// classes and of the claim (`source: FromClass` per request, then `FromClaim`) and the node
+/// they tie it to (`matchFields metadata.name In [node]`), as the structured allocator writes
+/// it. `claims` and `classes` are the objects as the caches hold them. An `Err` says why the
+/// pod cannot be bound now.
+pub fn claim_writes(
+    pod: &kai_scheduler::cluster::Pod,
+    uid: &str,
+    changed: &[ClaimStatus],
+    claims: &BTreeMap<(String, String), Value>,
+    classes: &BTreeMap<String, Value>,
+) -> Result<Vec<ClaimWrite>, String> {
+    let mut out = Vec::new();
+    for pc in &pod.constraints.claims {
+        let name = pc.claim.as_deref().ok_or_else(|| {
+            format!(
+                "the claim of its resourceClaims entry {} is not made yet",
+                pc.name
+            )
+        })?;
+        let what = format!("ResourceClaim {}/{name}", pod.namespace);
+        let object = claims
+            .get(&(pod.namespace.clone(), name.to_string()))
+            .ok_or_else(|| format!("{what} is not in the caches"))?;
+        let mut reserved: Vec<Value> = object["status"]["reservedFor"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if !reserved
+            .iter()
+            .any(|r| r["resource"] == "pods" && (r["uid"] == uid || r["name"] == pod.name.as_str()))
+        {
+            reserved.push(json!({ "resource": "pods", "name": pod.name, "uid": uid }));
+        }
+        let mut status = json!({ "reservedFor": reserved });
+        let mut allocation = None;
+        if object["status"]["allocation"].is_null() {
+            let given = changed
+                .iter()
+                .find(|c| c.namespace == pod.namespace && c.name == name)
+                .and_then(|c| c.allocation.clone())
+                .ok_or_else(|| format!("the cycle gave {what} no devices"))?;
+            status["allocation"] = allocation_json(object, &given, classes);
+            allocation = Some(given);
+        }
+        out.push(ClaimWrite {
+            name: name.to_string(),
+            patch: json!({
+                "metadata": { "resourceVersion": object["metadata"]["resourceVersion"] },
+                "status": status,
+            }),
+            allocation,
+        });
+    }
+    Ok(out)
+}
+
+/// `status.allocation` as the structured allocator writes it.
+fn allocation_json(claim: &Value, given: &Allocation, classes: &BTreeMap<String, Value>) -> Value {
+    let results: Vec<Value> = given
+        .devices
+        .iter()
+        .map(|d| {
+            json!({ "request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device })
+        })
+        .collect();
+    let mut config = Vec::new();
+    for request in claim["spec"]["devices"]["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = request["name"].as_str().unwrap_or("");
+        if !given.devices.iter().any(|d| d.request == name) {
+            continue;
+        }
+        let class = request["exactly"]["deviceClassName"]
+            .as_str()
+            .or_else(|| request["deviceClassName"].as_str())
+            .unwrap_or("");
+        for c in classes
+            .get(class)
+            .and_then(|c| c["spec"]["config"].as_array())
+            .into_iter()
+            .flatten()
+        {
+            let mut entry = c.clone();
+            entry["source"] = json!("FromClass");
+            entry["requests"] = json!([name]);
+            config.push(entry);
+        }
+    }
+    for c in claim["spec"]["devices"]["config"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let mut entry = c.clone();
+        entry["source"] = json!("FromClaim");
+        config.push(entry);
+    }
+    let mut devices = json!({ "results": results });
+    if !config.is_empty() {
+        devices["config"] = json!(config);
+    }
+    let mut out = json!({ "devices": devices });
+    if let Some(node) = &given.node {
+        out["nodeSelector"] = json!({ "nodeSelectorTerms": [{ "matchFields": [
+            { "key": "metadata.name", "operator": "In", "values": [node] }
+        ]}]});
+    }
+    out
 }
 
 /// The kinds `--apply-queues` writes (both cluster-scoped).
@@ -409,6 +543,7 @@ pub fn bind(pod: &str, node: &str) -> Call {
                 ..ObjectReference::default()
             },
         },
+        claims: Vec::new(),
     }
 }
 

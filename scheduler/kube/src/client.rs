@@ -111,6 +111,7 @@ impl Call {
                 namespace,
                 pod,
                 binding,
+                ..
             } => format!(
                 "bind {namespace}/{pod} to {}",
                 binding.target.name.as_deref().unwrap_or("")
@@ -204,7 +205,20 @@ impl Sender {
                 namespace,
                 pod,
                 binding,
+                claims,
             } => {
+                // The claims first, as KAI's binder: a pod bound before its claims are allocated
+                // would not start.
+                let resource = ApiResource::from_gvk_with_plural(
+                    &kube::api::GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceClaim"),
+                    "resourceclaims",
+                );
+                for claim in claims {
+                    let api: Api<DynamicObject> =
+                        Api::namespaced_with(client.clone(), &namespace, &resource);
+                    api.patch_status(&claim.name, &patch, &Patch::Merge(claim.patch))
+                        .await?;
+                }
                 let body = serde_json::to_value(&binding).map_err(kube::Error::SerdeError)?;
                 create_pod_subresource(client, &namespace, &pod, "binding", body).await
             }

@@ -45,6 +45,9 @@ pub struct Objects {
     pub priority_classes: Vec<Arc<PriorityClass>>,
     /// KAI's Topology objects (`kai.scheduler/v1alpha1`), each with its type.
     pub topologies: Vec<Arc<DynamicObject>>,
+    /// DRA's DeviceClasses, ResourceSlices and ResourceClaims (`resource.k8s.io/v1`), each
+    /// with its type.
+    pub dra: Vec<Arc<DynamicObject>>,
     /// PodGroups our type cannot read: `(namespace, name, why)`. Their pending pods wait.
     pub unreadable_groups: Vec<(String, String, String)>,
     /// Objects that may own pods (ReplicaSets, Jobs, JobSets, …), each with its type.
@@ -105,6 +108,11 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
     for topology in &objects.topologies {
         let value = serde_json::to_value(topology.as_ref()).unwrap_or(Value::Null);
         all.push(entry("Topology", value, None));
+    }
+    for object in &objects.dra {
+        let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
+        let value = serde_json::to_value(object.as_ref()).unwrap_or(Value::Null);
+        all.push(entry(kind, value, None));
     }
     for owner in &objects.owners {
         let kind = owner.types.as_ref().map_or("", |t| t.kind.as_str());
@@ -194,6 +202,13 @@ pub struct Assumed {
     bound: BTreeMap<String, String>,
     /// Pods whose eviction was accepted.
     evicting: BTreeSet<String>,
+    /// Claims written for bound pods: `(namespace, claim)`, the pod, and the allocation
+    /// written (`None`: the claim had its own).
+    claimed: Vec<(
+        (String, String),
+        String,
+        Option<kai_scheduler::dra::Allocation>,
+    )>,
 }
 
 impl Assumed {
@@ -208,9 +223,17 @@ impl Assumed {
                     namespace,
                     pod,
                     binding,
+                    claims,
                 } => {
                     let node = binding.target.name.clone().unwrap_or_default();
                     self.bound.insert(format!("{namespace}/{pod}"), node);
+                    for c in claims {
+                        self.claimed.push((
+                            (namespace.clone(), c.name.clone()),
+                            pod.clone(),
+                            c.allocation.clone(),
+                        ));
+                    }
                 }
                 Call::Evict { namespace, pod, .. } => {
                     self.evicting.insert(format!("{namespace}/{pod}"));
@@ -240,6 +263,27 @@ impl Assumed {
             pod.node = Some(node.clone());
             pod.started = Some(now);
             true
+        });
+        // A claim written for a bound pod: reserved for it, allocated as written, until the
+        // caches show it so.
+        self.claimed.retain(|((namespace, name), pod, allocation)| {
+            let Some(claim) = snapshot
+                .dra
+                .claims
+                .iter_mut()
+                .find(|c| c.namespace == *namespace && c.name == *name)
+            else {
+                return false;
+            };
+            let shown = claim.reserved_for.contains(pod)
+                && (allocation.is_none() || claim.allocation.is_some());
+            if !claim.reserved_for.contains(pod) {
+                claim.reserved_for.push(pod.clone());
+            }
+            if claim.allocation.is_none() {
+                claim.allocation = allocation.clone();
+            }
+            !shown
         });
         self.evicting.retain(|key| {
             let Some(&i) = by_key.get(key) else {

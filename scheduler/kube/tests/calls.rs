@@ -513,3 +513,130 @@ fn start_and_eviction_marks_are_kais_annotations() {
         ]
     );
 }
+
+/// A claim as the watch cache holds it (`kubectl get resourceclaim -o json` less managedFields).
+fn claim(name: &str, spec: Value, status: Value) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": { "name": name, "namespace": "ml", "resourceVersion": "4711", "uid": "c-1" },
+        "spec": spec,
+        "status": status,
+    })
+}
+
+#[test]
+fn a_bound_pods_claims_get_their_devices_and_consumer_first() {
+    use kai_scheduler::dra::{AllocatedDevice, Allocation, ClaimStatus, PodClaim};
+    let mut p = pod("ml/trainer-0", None, 30);
+    p.constraints.claims = vec![
+        PodClaim {
+            name: "gpu".into(),
+            claim: Some("trainer-0-gpu-8sfxk".into()),
+            template: true,
+        },
+        PodClaim {
+            name: "shared".into(),
+            claim: Some("shared-gpu".into()),
+            template: false,
+        },
+    ];
+    // The class carries the driver's configuration; the claim adds its own.
+    let class = json!({
+        "metadata": { "name": "gpu.nvidia.com" },
+        "spec": {
+            "selectors": [{ "cel": { "expression": "device.driver == 'gpu.nvidia.com'" } }],
+            "config": [{ "opaque": { "driver": "gpu.nvidia.com", "parameters": { "kind": "GpuConfig" } } }],
+        },
+    });
+    let sharing = json!({ "requests": ["gpu"], "opaque": { "driver": "gpu.nvidia.com",
+        "parameters": { "kind": "GpuConfig", "sharing": { "strategy": "TimeSlicing" } } } });
+    let own = claim(
+        "trainer-0-gpu-8sfxk",
+        json!({ "devices": {
+            "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.nvidia.com", "count": 1 } }],
+            "config": [sharing.clone()],
+        }}),
+        json!({}),
+    );
+    let allocated = json!({ "devices": { "results": [
+        { "request": "gpu", "driver": "gpu.nvidia.com", "pool": "dgx-01", "device": "gpu-1" }
+    ]}});
+    let shared = claim(
+        "shared-gpu",
+        json!({ "devices": { "requests": [
+            { "name": "gpu", "exactly": { "deviceClassName": "gpu.nvidia.com" } }
+        ]}}),
+        json!({ "allocation": allocated, "reservedFor": [
+            { "resource": "pods", "name": "server-0", "uid": "u-0" }
+        ]}),
+    );
+    let claims = BTreeMap::from([
+        (("ml".to_string(), "trainer-0-gpu-8sfxk".to_string()), own),
+        (("ml".to_string(), "shared-gpu".to_string()), shared),
+    ]);
+    let classes = BTreeMap::from([("gpu.nvidia.com".to_string(), class)]);
+    let given = Allocation {
+        node: Some("dgx-01".into()),
+        devices: vec![AllocatedDevice {
+            request: "gpu".into(),
+            driver: "gpu.nvidia.com".into(),
+            pool: "dgx-01".into(),
+            device: "gpu-0".into(),
+        }],
+    };
+    let changed = vec![ClaimStatus {
+        namespace: "ml".into(),
+        name: "trainer-0-gpu-8sfxk".into(),
+        allocation: Some(given.clone()),
+        reserved_for: vec!["trainer-0".into()],
+    }];
+    let writes = calls::claim_writes(&p, "uid-t0", &changed, &claims, &classes).unwrap();
+    assert_eq!(writes.len(), 2);
+    // The pod's own claim: the structured allocator's result, the class's configuration for
+    // its request, then the claim's, and the node its device ties it to; on the version seen.
+    assert_eq!(writes[0].name, "trainer-0-gpu-8sfxk");
+    assert_eq!(writes[0].allocation, Some(given));
+    assert_eq!(
+        writes[0].patch,
+        json!({
+            "metadata": { "resourceVersion": "4711" },
+            "status": {
+                "reservedFor": [{ "resource": "pods", "name": "trainer-0", "uid": "uid-t0" }],
+                "allocation": {
+                    "devices": {
+                        "results": [{ "request": "gpu", "driver": "gpu.nvidia.com", "pool": "dgx-01", "device": "gpu-0" }],
+                        "config": [
+                            { "source": "FromClass", "requests": ["gpu"],
+                              "opaque": { "driver": "gpu.nvidia.com", "parameters": { "kind": "GpuConfig" } } },
+                            { "source": "FromClaim", "requests": ["gpu"],
+                              "opaque": { "driver": "gpu.nvidia.com",
+                                          "parameters": { "kind": "GpuConfig", "sharing": { "strategy": "TimeSlicing" } } } },
+                        ],
+                    },
+                    "nodeSelector": { "nodeSelectorTerms": [{ "matchFields": [
+                        { "key": "metadata.name", "operator": "In", "values": ["dgx-01"] }
+                    ]}]},
+                },
+            },
+        })
+    );
+    // The shared claim keeps its allocation; the pod joins its consumers.
+    assert_eq!(writes[1].allocation, None);
+    assert_eq!(
+        writes[1].patch,
+        json!({
+            "metadata": { "resourceVersion": "4711" },
+            "status": { "reservedFor": [
+                { "resource": "pods", "name": "server-0", "uid": "u-0" },
+                { "resource": "pods", "name": "trainer-0", "uid": "uid-t0" },
+            ]},
+        })
+    );
+    // A claim the caches do not hold stops the bind, saying which.
+    let none = BTreeMap::new();
+    assert_eq!(
+        calls::claim_writes(&p, "uid-t0", &changed, &none, &classes).unwrap_err(),
+        "ResourceClaim ml/trainer-0-gpu-8sfxk is not in the caches"
+    );
+}

@@ -111,6 +111,64 @@ async fn a_bind_posts_the_binding_to_the_pods_binding_subresource() {
     );
 }
 
+/// A bind of a pod with a DRA claim to write first.
+fn bind_with_claim() -> Call {
+    let mut bind = calls::bind("team-a/p0", "node-1");
+    if let Call::Bind { claims, .. } = &mut bind {
+        claims.push(calls::ClaimWrite {
+            name: "p0-gpu".into(),
+            patch: json!({ "metadata": { "resourceVersion": "7" }, "status": { "reservedFor": [] } }),
+            allocation: None,
+        });
+    }
+    bind
+}
+
+#[tokio::test]
+async fn a_bind_writes_its_claims_status_first_and_not_at_all_when_that_fails() {
+    let claim = json!({ "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                        "metadata": { "name": "p0-gpu", "namespace": "team-a" }, "spec": {} });
+    let (sent, seen) = exchange(
+        vec![bind_with_claim()],
+        vec![(200, claim), (201, success())],
+    )
+    .await;
+    assert_eq!(sent[0].outcome, Outcome::Done);
+    let got: Vec<(Method, &str, Option<&str>)> = seen
+        .iter()
+        .map(|s| (s.method.clone(), s.path.as_str(), s.content_type.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                Method::PATCH,
+                "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/p0-gpu/status",
+                Some("application/merge-patch+json")
+            ),
+            (
+                Method::POST,
+                "/api/v1/namespaces/team-a/pods/p0/binding",
+                Some("application/json")
+            ),
+        ]
+    );
+    // The claim changed since the caches read it: the pod is not bound.
+    let (sent, seen) = exchange(
+        vec![bind_with_claim()],
+        vec![(
+            409,
+            failure(409, "Conflict", "the object has been modified"),
+        )],
+    )
+    .await;
+    assert_eq!(
+        sent[0].outcome,
+        Outcome::Conflict("the object has been modified".into())
+    );
+    assert_eq!(seen.len(), 1, "no binding is posted: {seen:?}");
+}
+
 #[tokio::test]
 async fn a_bind_that_conflicts_or_finds_the_pod_gone_is_reported_not_retried() {
     let (sent, _) = exchange(

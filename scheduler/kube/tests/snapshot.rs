@@ -634,3 +634,112 @@ fn a_pod_group_the_scheduler_made_follows_its_owners_new_size() {
     // A PodGroup someone else made is never touched.
     assert!(grouper::updates(&changed.owner_groups, &Default::default()).is_empty());
 }
+
+/// A DRA object as the watch cache holds it: untyped, with its type set.
+fn dra(value: serde_json::Value) -> Arc<kube::api::DynamicObject> {
+    Arc::new(serde_json::from_value(value).unwrap())
+}
+
+/// A pending pod using the claim `c` of namespace team-a by name.
+fn claiming_pod() -> Arc<Pod> {
+    let mut p = pod("p", None, "kai-scheduler", "0");
+    let spec = Arc::make_mut(&mut p).spec.as_mut().unwrap();
+    spec.resource_claims = Some(vec![k8s_openapi::api::core::v1::PodResourceClaim {
+        name: "gpu".into(),
+        resource_claim_name: Some("c".into()),
+        ..Default::default()
+    }]);
+    p
+}
+
+fn dra_objects() -> Vec<Arc<kube::api::DynamicObject>> {
+    vec![
+        dra(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": { "name": "gpu.nvidia.com" }, "spec": {},
+        })),
+        dra(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": { "name": "n1-gpus" },
+            "spec": { "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": { "name": "n1", "generation": 1, "resourceSliceCount": 1 },
+                      "devices": [{ "name": "gpu-0" }, { "name": "gpu-1" }] },
+        })),
+        dra(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": { "name": "c", "namespace": "team-a", "labels": { "kai.scheduler/queue": "a" } },
+            "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.nvidia.com" } }] } },
+        })),
+    ]
+}
+
+#[test]
+fn dra_objects_reach_the_snapshot_and_count_as_gpus() {
+    let objects = Objects {
+        nodes: vec![node("n1", 0)],
+        pods: vec![claiming_pod()],
+        dra: dra_objects(),
+        ..Objects::default()
+    };
+    let Read {
+        snapshot, problems, ..
+    } = read(&objects, &options());
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(snapshot.dra.claims.len(), 1);
+    assert_eq!(snapshot.dra.slices[0].devices.len(), 2);
+    assert_eq!(snapshot.nodes[0].allocatable.gpu, 2000);
+    assert_eq!(snapshot.pods[0].request.gpu, 1000);
+}
+
+#[test]
+fn a_claim_written_for_an_accepted_bind_is_assumed_until_the_cache_shows_it() {
+    use kai_scheduler::dra::{AllocatedDevice, Allocation};
+    let cache = Objects {
+        nodes: vec![node("n1", 0)],
+        pods: vec![claiming_pod()],
+        dra: dra_objects(),
+        ..Objects::default()
+    };
+    let given = Allocation {
+        node: Some("n1".into()),
+        devices: vec![AllocatedDevice {
+            request: "gpu".into(),
+            driver: "gpu.nvidia.com".into(),
+            pool: "n1".into(),
+            device: "gpu-0".into(),
+        }],
+    };
+    let mut bind = calls::bind("team-a/p", "n1");
+    if let Call::Bind { claims, .. } = &mut bind {
+        claims.push(calls::ClaimWrite {
+            name: "c".into(),
+            patch: json!({}),
+            allocation: Some(given.clone()),
+        });
+    }
+    let mut assumed = Assumed::default();
+    assumed.record(&[sent(bind, Outcome::Done)]);
+    let mut next = read(&cache, &options()).snapshot;
+    assumed.overlay(&mut next, NOON + 5);
+    // The next cycle sees the devices taken, not free for another claim.
+    assert_eq!(next.dra.claims[0].allocation, Some(given.clone()));
+    assert_eq!(next.dra.claims[0].reserved_for, ["p"]);
+    // Once the watch shows the pod bound and the claim written, nothing is laid over them.
+    let mut shown = dra_objects();
+    shown[2] = dra(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": { "name": "c", "namespace": "team-a", "labels": { "kai.scheduler/queue": "a" } },
+        "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.nvidia.com" } }] } },
+        "status": { "allocation": { "devices": { "results": [{ "request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0" }] } },
+                    "reservedFor": [{ "resource": "pods", "name": "p", "uid": "u" }] },
+    }));
+    let mut bound = claiming_pod();
+    Arc::make_mut(&mut bound).spec.as_mut().unwrap().node_name = Some("n1".into());
+    let later_objects = Objects {
+        pods: vec![bound],
+        dra: shown,
+        ..cache.clone()
+    };
+    let mut later = read(&later_objects, &options()).snapshot;
+    assumed.overlay(&mut later, NOON + 6);
+    assert_eq!(assumed, Assumed::default());
+}
