@@ -1832,3 +1832,113 @@ fn a_pod_group_our_types_cannot_read_holds_only_its_own_pods() {
     let (status, logs) = daemon.terminate();
     assert_eq!(status, 0, "{}", logs.join("\n"));
 }
+
+/// A pending pod of queue `a` whose device comes through the ResourceClaim `claim` (made from a
+/// template, as `status.resourceClaimStatuses` tells), asking no GPU of the device plugin.
+fn dra_pod(name: &str, claim: &str) -> Value {
+    let mut pod = pending_pod(name);
+    pod["spec"]["containers"][0]["resources"] =
+        json!({ "claims": [{ "name": "gpu" }], "requests": { "cpu": "1", "memory": "1Gi" } });
+    pod["spec"]["resourceClaims"] =
+        json!([{ "name": "gpu", "resourceClaimTemplateName": "one-gpu" }]);
+    pod["status"]["resourceClaimStatuses"] = json!([{ "name": "gpu", "resourceClaimName": claim }]);
+    pod
+}
+
+fn dra_claim(name: &str, pod: &str) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": { "name": name, "namespace": "a", "uid": format!("uid-{name}"),
+                      "annotations": { "resource.kubernetes.io/pod-claim-name": "gpu" },
+                      "ownerReferences": [{ "apiVersion": "v1", "kind": "Pod", "name": pod,
+                                            "uid": format!("uid-{pod}"), "controller": true }] },
+        "spec": { "devices": { "requests": [
+            { "name": "gpu", "exactly": { "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1 } }
+        ]}},
+        "status": {}
+    })
+}
+
+#[test]
+fn run_against_a_fake_api_server_writes_a_dra_claims_devices_before_binding_its_pod() {
+    // n1 has no device-plugin GPU; NVIDIA's DRA driver publishes one GPU on it. Two pods each
+    // want one through a claim of their own: the first gets the device, its claim written
+    // before the pod is bound (as KAI's binder does); the second has none left and waits.
+    let mut n1 = node("n1");
+    for list in ["allocatable", "capacity"] {
+        n1["status"][list]
+            .as_object_mut()
+            .unwrap()
+            .remove("nvidia.com/gpu");
+    }
+    let first = dra_pod("first", "first-gpu-x7k2p");
+    let mut second = dra_pod("second", "second-gpu-m4q8z");
+    second["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:10Z");
+    let api = FakeApi::start(vec![n1], vec![first, second]);
+    let state = api.state.clone();
+    let (classes, slices, claims) = (
+        "/apis/resource.k8s.io/v1/deviceclasses",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+    );
+    state.add_other(
+        classes,
+        json!({ "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                "metadata": { "name": "gpu.nvidia.com" },
+                "spec": { "selectors": [{ "cel": { "expression":
+                    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'" } }] } }),
+    );
+    state.add_other(
+        slices,
+        json!({ "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": { "name": "n1-gpu.nvidia.com-2dlk7" },
+                "spec": { "driver": "gpu.nvidia.com", "nodeName": "n1",
+                          "pool": { "name": "n1", "generation": 1, "resourceSliceCount": 1 },
+                          "devices": [{ "name": "gpu-0", "attributes": {
+                              "type": { "string": "gpu" }, "index": { "int": 0 } } }] } }),
+    );
+    state.add_other(claims, dra_claim("first-gpu-x7k2p", "first"));
+    state.add_other(claims, dra_claim("second-gpu-m4q8z", "second"));
+    let (dir, repo) = kube_setup(&api);
+    let daemon = kube_daemon(&dir, &repo);
+    eventually("the first pod is bound", || {
+        binds_of(&state, "a/first") == ["n1"]
+    });
+    let requests = state.requests.lock().unwrap().clone();
+    let claim_path = "/apis/resource.k8s.io/v1/namespaces/a/resourceclaims/first-gpu-x7k2p/status";
+    let patched = requests
+        .iter()
+        .position(|r| r.method == "PATCH" && r.path == claim_path)
+        .expect("the claim's status is patched");
+    let bound = requests
+        .iter()
+        .position(|r| r.method == "POST" && r.path == "/api/v1/namespaces/a/pods/first/binding")
+        .unwrap();
+    assert!(patched < bound, "the claim is written before the binding");
+    let status = &requests[patched].body["status"];
+    assert_eq!(
+        status["reservedFor"],
+        json!([{ "resource": "pods", "name": "first", "uid": "uid-first" }])
+    );
+    assert_eq!(
+        status["allocation"]["devices"]["results"],
+        json!([{ "request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0" }])
+    );
+    assert_eq!(
+        status["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"],
+        json!(["n1"])
+    );
+    // The second waits: n1's one GPU (its one DRA device, counted as KAI counts it) is taken.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(binds_of(&state, "a/second").is_empty());
+    let conditions = state.bodies("PATCH", "/api/v1/namespaces/a/pods/second/status");
+    let message = conditions
+        .last()
+        .map(|c| c["status"]["conditions"][0]["message"].to_string())
+        .unwrap_or_default();
+    assert!(
+        message.contains("0/1 nodes fit: 1 lack 1 GPU (most free: 0)"),
+        "{message}"
+    );
+    drop(daemon);
+}

@@ -7,7 +7,8 @@
 //! Namespaces; Queues are listed from what a test puts in `queues`), a merge patch of a
 //! PodGroup (the stale mark) and of a Queue's status, a pod's `binding` subresource (recorded; the
 //! pod is then bound and a `MODIFIED` event goes out on the pod watch, as the API server does),
-//! Events, and one coordination Lease. For `--apply-queues`: Queues and PriorityClasses are
+//! Events, one coordination Lease, and a merge patch of a ResourceClaim's status (DRA claims
+//! served from `others`). For `--apply-queues`: Queues and PriorityClasses are
 //! listed (with an equality `labelSelector`), server-side applied (created, or their labels,
 //! annotations and fields replaced; a PriorityClass's `value` cannot change, 422, as the API
 //! server says) and deleted. The owner kinds grouping reads are listed and watched from
@@ -478,6 +479,44 @@ async fn handle(
             &group,
         );
         return answer(201, &group);
+    }
+
+    // PATCH /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}/status: a JSON
+    // merge patch of a claim in `others`, refused (409) when it names a resourceVersion other
+    // than the claim's, as the API server refuses a stale write; told to the claim watches.
+    if method == Method::PATCH
+        && parts.len() == 8
+        && parts[..3] == ["apis", "resource.k8s.io", "v1"]
+        && parts[5] == "resourceclaims"
+        && parts[7] == "status"
+    {
+        let claims = "/apis/resource.k8s.io/v1/resourceclaims";
+        let claim = {
+            let mut others = state.others.lock().unwrap();
+            let Some(claim) = others.get_mut(claims).and_then(|items| {
+                items.iter_mut().find(|c| {
+                    c["metadata"]["namespace"] == parts[4] && c["metadata"]["name"] == parts[6]
+                })
+            }) else {
+                return answer(404, &status(404, "NotFound", "resourceclaims not found"));
+            };
+            let wanted = &body["metadata"]["resourceVersion"];
+            if !wanted.is_null() && *wanted != claim["metadata"]["resourceVersion"] {
+                return answer(
+                    409,
+                    &status(
+                        409,
+                        "Conflict",
+                        "the object has been modified; please apply your changes to the latest version and try again",
+                    ),
+                );
+            }
+            merge(&mut claim["status"], &body["status"]);
+            claim["metadata"]["resourceVersion"] = json!(state.next_version());
+            claim.clone()
+        };
+        state.event(claims, "MODIFIED", &claim);
+        return answer(200, &claim);
     }
 
     // PATCH /apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups/{name}: a JSON merge
