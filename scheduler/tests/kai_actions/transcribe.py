@@ -975,9 +975,9 @@ def table_name(text, line):
     return None
 
 
-def go_consts(text, test):
-    """The integer constants of a Go test function's `const ( ... )` block."""
-    body = text[text.index(f"func {test}("):]
+def go_consts(text, function):
+    """The integer constants of a Go function's `const ( ... )` block."""
+    body = text[text.index(f"func {function}("):]
     block = re.search(r"const\s*\((.*?)\)", body, re.S).group(1)
     return {k: int(v) for k, v in re.findall(r"^\s*(\w+)\s*=\s*(\d+)", block, re.M)}
 
@@ -1012,8 +1012,36 @@ def full_drain(text, test):
     return lit
 
 
+def scattered_nodes(text, test):
+    """preemptGang_test.go's `getTestsScatteredNodesForGangMetadata` (run by
+    `TestHandleScatteredNodesForGangPreempt`): its loops over nodeCount nodes of gpuPerNode GPUs,
+    each GPU running a one-GPU job a minute younger than the one before, and a two-pod preemptor
+    whose pods are held by node affinity to the second and the fourth node."""
+    c = go_consts(text, "getTestsScatteredNodesForGangMetadata")
+    queue_name = re.search(r'queueName\s*=\s*"([^"]+)"', text).group(1)
+    lit = Lit("test_utils.TestTopologyBasic")
+    lit["Nodes"] = {f"node{i}": {"GPUs": c["gpuPerNode"]} for i in range(c["nodeCount"])}
+    jobs = []
+    for i in range(c["nodeCount"]):
+        for j in range(c["gpuPerNode"]):
+            jobs.append({"Name": f"job-{i}-{j}", "RequiredGPUsPerTask": 1,
+                         "Priority": CONSTANTS["constants.PriorityTrainNumber"],
+                         "QueueName": queue_name, "JobAgeInMinutes": i * c["gpuPerNode"] + j,
+                         "Tasks": [{"State": "Running", "NodeName": f"node{i}"}]})
+    jobs.append({"RequiredGPUsPerTask": 1, "Name": "preemptor", "QueueName": queue_name,
+                 "Priority": CONSTANTS["constants.PriorityInteractivePreemptibleNumber"],
+                 "Tasks": [{"State": "Pending", "NodeAffinityNames": ["node1"]},
+                           {"State": "Pending", "NodeAffinityNames": ["node3"]}]})
+    lit["Queues"] = [{"Name": queue_name, "MaxAllowedGPUs": -1, "GPUOverQuotaWeight": 1}]
+    lit["Jobs"] = jobs
+    lit["JobExpectedResults"] = {"preemptor": {"GPUsRequired": 2, "Status": "Pipelined",
+                                               "DontValidateGPUGroup": True}}
+    return lit
+
+
 # Test functions whose literal is filled in by Go loops, with the function that repeats them.
-LOOP_BUILT = {"TestPreemptGangFullDrainMultiVictimPerNode": full_drain}
+LOOP_BUILT = {"TestPreemptGangFullDrainMultiVictimPerNode": full_drain,
+              "TestHandleScatteredNodesForGangPreempt": scattered_nodes}
 
 
 def transcribe(kai, rel, action):
