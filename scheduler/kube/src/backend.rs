@@ -186,6 +186,23 @@ impl KubeBackend {
         if pods.is_empty() {
             return;
         }
+        // Per claim, the pods bound to it in this cycle, in the order of their binds.
+        let mut users: BTreeMap<(String, String), Vec<(String, String)>> = BTreeMap::new();
+        for call in planned.iter() {
+            let Call::Bind { namespace, pod, .. } = call else {
+                continue;
+            };
+            let key = format!("{namespace}/{pod}");
+            let (Some(p), Some(uid)) = (pods.get(&key), self.pod_uids.get(&key)) else {
+                continue;
+            };
+            for name in p.constraints.claims.iter().filter_map(|c| c.claim.clone()) {
+                users
+                    .entry((namespace.clone(), name))
+                    .or_default()
+                    .push((pod.clone(), uid.clone()));
+            }
+        }
         planned.retain_mut(|call| {
             let Call::Bind {
                 namespace,
@@ -202,9 +219,13 @@ impl KubeBackend {
             };
             let written = match self.pod_uids.get(&key) {
                 None => Err("its uid is not in the caches".to_string()),
-                Some(uid) => {
-                    calls::claim_writes(p, uid, &self.claims, &self.dra_claims, &self.dra_classes)
-                }
+                Some(_) => calls::claim_writes(
+                    p,
+                    &users,
+                    &self.claims,
+                    &self.dra_claims,
+                    &self.dra_classes,
+                ),
             };
             match written {
                 Ok(writes) => {

@@ -165,11 +165,14 @@ pub struct ClaimWrite {
 /// allocation, the devices the cycle gave it (`changed`) with the configuration of their
 /// classes and of the claim (`source: FromClass` per request, then `FromClaim`) and the node
 /// they tie it to (`matchFields metadata.name In [node]`), as the structured allocator writes
-/// it. `claims` and `classes` are the objects as the caches hold them. An `Err` says why the
+/// it. `claims` and `classes` are the objects as the caches hold them. `users` holds, per
+/// claim, the pods this cycle binds to it (name, uid) in the order of their binds: the first
+/// one's patch reserves the claim for all of them (patches of one claim on one
+/// resourceVersion would conflict), and the others write nothing for it. An `Err` says why the
 /// pod cannot be bound now.
 pub fn claim_writes(
     pod: &kai_scheduler::cluster::Pod,
-    uid: &str,
+    users: &BTreeMap<(String, String), Vec<(String, String)>>,
     changed: &[ClaimStatus],
     claims: &BTreeMap<(String, String), Value>,
     classes: &BTreeMap<String, Value>,
@@ -186,15 +189,26 @@ pub fn claim_writes(
         let object = claims
             .get(&(pod.namespace.clone(), name.to_string()))
             .ok_or_else(|| format!("{what} is not in the caches"))?;
+        let key = (pod.namespace.clone(), name.to_string());
+        let all = users.get(&key).map(Vec::as_slice).unwrap_or_default();
+        match all.first() {
+            Some((first, _)) if *first == pod.name => {}
+            Some(_) => continue,
+            None => return Err(format!("{what} has no pod bound to it in this cycle")),
+        }
         let mut reserved: Vec<Value> = object["status"]["reservedFor"]
             .as_array()
             .cloned()
             .unwrap_or_default();
-        if !reserved
-            .iter()
-            .any(|r| r["resource"] == "pods" && (r["uid"] == uid || r["name"] == pod.name.as_str()))
-        {
-            reserved.push(json!({ "resource": "pods", "name": pod.name, "uid": uid }));
+        // KAI's `UpsertReservedFor`: a pod is there when its uid is (a pod made again under the
+        // same name is another pod).
+        for (name, uid) in all {
+            if !reserved
+                .iter()
+                .any(|r| r["resource"] == "pods" && r["uid"] == uid.as_str())
+            {
+                reserved.push(json!({ "resource": "pods", "name": name, "uid": uid }));
+            }
         }
         let mut status = json!({ "reservedFor": reserved });
         let mut allocation = None;

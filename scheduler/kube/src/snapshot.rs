@@ -267,6 +267,10 @@ impl Assumed {
         // A claim written for a bound pod: reserved for it, allocated as written, until the
         // caches show it so.
         self.claimed.retain(|((namespace, name), pod, allocation)| {
+            // A pod gone is the resource claim controller's to unreserve.
+            if !by_key.contains_key(&format!("{namespace}/{pod}")) {
+                return false;
+            }
             let Some(claim) = snapshot
                 .dra
                 .claims

@@ -591,7 +591,20 @@ fn a_bound_pods_claims_get_their_devices_and_consumer_first() {
         allocation: Some(given.clone()),
         reserved_for: vec!["trainer-0".into()],
     }];
-    let writes = calls::claim_writes(&p, "uid-t0", &changed, &claims, &classes).unwrap();
+    let users = BTreeMap::from([
+        (
+            ("ml".to_string(), "trainer-0-gpu-8sfxk".to_string()),
+            vec![("trainer-0".to_string(), "uid-t0".to_string())],
+        ),
+        (
+            ("ml".to_string(), "shared-gpu".to_string()),
+            vec![
+                ("trainer-0".to_string(), "uid-t0".to_string()),
+                ("trainer-1".to_string(), "uid-t1".to_string()),
+            ],
+        ),
+    ]);
+    let writes = calls::claim_writes(&p, &users, &changed, &claims, &classes).unwrap();
     assert_eq!(writes.len(), 2);
     // The pod's own claim: the structured allocator's result, the class's configuration for
     // its request, then the claim's, and the node its device ties it to; on the version seen.
@@ -621,7 +634,8 @@ fn a_bound_pods_claims_get_their_devices_and_consumer_first() {
             },
         })
     );
-    // The shared claim keeps its allocation; the pod joins its consumers.
+    // The shared claim keeps its allocation; the pods bound to it in this cycle join its
+    // consumers in one patch, written with the first of their binds.
     assert_eq!(writes[1].allocation, None);
     assert_eq!(
         writes[1].patch,
@@ -630,13 +644,21 @@ fn a_bound_pods_claims_get_their_devices_and_consumer_first() {
             "status": { "reservedFor": [
                 { "resource": "pods", "name": "server-0", "uid": "u-0" },
                 { "resource": "pods", "name": "trainer-0", "uid": "uid-t0" },
+                { "resource": "pods", "name": "trainer-1", "uid": "uid-t1" },
             ]},
         })
+    );
+    // The second pod's bind writes nothing for the shared claim.
+    let mut second = pod("ml/trainer-1", None, 30);
+    second.constraints.claims = vec![p.constraints.claims[1].clone()];
+    assert_eq!(
+        calls::claim_writes(&second, &users, &changed, &claims, &classes).unwrap(),
+        []
     );
     // A claim the caches do not hold stops the bind, saying which.
     let none = BTreeMap::new();
     assert_eq!(
-        calls::claim_writes(&p, "uid-t0", &changed, &none, &classes).unwrap_err(),
+        calls::claim_writes(&p, &users, &changed, &none, &classes).unwrap_err(),
         "ResourceClaim ml/trainer-0-gpu-8sfxk is not in the caches"
     );
 }

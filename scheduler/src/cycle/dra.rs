@@ -25,8 +25,9 @@ struct Dev<'s> {
     driver: &'s str,
     pool: &'s str,
     name: &'s str,
-    /// The claim holding it.
-    holder: Option<usize>,
+    /// How many claims hold it: more than one only while a cycle undoes a step (a victim put
+    /// back on the devices its preemptor took), which `ClusterState::overdrawn` sees.
+    holders: u32,
 }
 
 /// A claim's devices (each with the request it was given for), and the node they tie it to.
@@ -39,8 +40,18 @@ struct Held<'s> {
 #[derive(Debug, Clone)]
 struct Claim<'s> {
     claim: &'s ResourceClaim,
-    /// Per request, the devices it accepts; or why no device can be given.
+    /// Per request, the devices it accepts (sorted); or why no device can be given. Worked
+    /// out only for claims without devices that pending pods use: the others never choose.
     accepts: Result<Vec<Vec<usize>>, String>,
+    /// The devices its snapshot allocation names: it gets those again, and no others, when it
+    /// is freed and taken again in the cycle (the API server keeps that allocation).
+    pinned: Option<Held<'s>>,
+    /// The pods its snapshot `reservedFor` names and those bound to it: a pending one of them
+    /// keeps its reservation when a tentative placement of it is undone (the claim is really
+    /// reserved for it, as after a bind whose claim was written and whose binding failed).
+    initial: BTreeSet<String>,
+    /// Why no pod may use it: allocated on a node the cluster does not have.
+    away: Option<String>,
     held: Option<Held<'s>>,
     /// The devices it last held, given again first (KAI restores a claim's allocation when an
     /// eviction is undone).
@@ -98,15 +109,43 @@ impl<'s> DraState<'s> {
                     driver: &s.driver,
                     pool: &s.pool,
                     name: &d.name,
-                    holder: None,
+                    holders: 0,
                 });
             }
         }
+        // Claims pending pods use: only those may need devices chosen.
+        let wanted: std::collections::HashSet<(&str, &str)> = snapshot
+            .pods
+            .iter()
+            .filter(|p| p.node.is_none())
+            .flat_map(|p| {
+                p.constraints
+                    .claims
+                    .iter()
+                    .filter_map(|c| Some((p.namespace.as_str(), c.claim.as_deref()?)))
+            })
+            .collect();
         let mut claims = Vec::new();
         let mut by_name = HashMap::new();
         for claim in &snapshot.dra.claims {
             let index = claims.len();
-            let accepts = accepted(snapshot, claim, &devices, &device_of);
+            let key = (claim.namespace.as_str(), claim.name.as_str());
+            let accepts = if claim.allocation.is_none() && wanted.contains(&key) {
+                accepted(snapshot, claim, &devices, &device_of)
+            } else {
+                Ok(Vec::new())
+            };
+            let away = claim
+                .allocation
+                .as_ref()
+                .and_then(|a| a.node.as_deref())
+                .filter(|n| !nodes.contains_key(n))
+                .map(|n| {
+                    format!(
+                        "ResourceClaim {}/{} is allocated on node {n}, which the cluster does not have",
+                        claim.namespace, claim.name
+                    )
+                });
             let held = claim.allocation.as_ref().map(|a| Held {
                 node: a.node.as_deref().and_then(|n| nodes.get(n).copied()),
                 devices: a
@@ -120,15 +159,19 @@ impl<'s> DraState<'s> {
                     .collect(),
             });
             for &(d, _) in held.iter().flat_map(|h| &h.devices) {
-                devices[d].holder = Some(index);
+                devices[d].holders += 1;
             }
-            by_name.insert((claim.namespace.as_str(), claim.name.as_str()), index);
+            by_name.insert(key, index);
+            let reserved: BTreeSet<String> = claim.reserved_for.iter().cloned().collect();
             claims.push(Claim {
                 claim,
                 accepts,
+                pinned: held.clone(),
+                initial: reserved.clone(),
+                away,
                 held,
                 last: None,
-                reserved: claim.reserved_for.iter().cloned().collect(),
+                reserved,
             });
         }
         // A bound pod uses its claims, whether or not their reservedFor says so.
@@ -142,6 +185,7 @@ impl<'s> DraState<'s> {
                 if let Some(&c) = by_name.get(&(pod.namespace.as_str(), name)) {
                     let claim: &mut Claim = &mut claims[c];
                     claim.reserved.insert(pod.name.clone());
+                    claim.initial.insert(pod.name.clone());
                 }
             }
         }
@@ -198,7 +242,11 @@ impl<'s> DraState<'s> {
                 Err(why) => return Some(why),
             };
             let claim = &self.claims[c];
+            if let Some(why) = &claim.away {
+                return Some(why.clone());
+            }
             if claim.held.is_none()
+                && claim.pinned.is_none()
                 && let Err(why) = &claim.accepts
             {
                 return Some(why.clone());
@@ -245,10 +293,19 @@ impl<'s> DraState<'s> {
     /// devices it last held first.
     fn choose(&self, c: usize, node: usize, taken: &[usize]) -> Option<Vec<(usize, &'s str)>> {
         let claim = &self.claims[c];
+        let free = |d: usize| self.devices[d].holders == 0 && !taken.contains(&d);
+        if let Some(pinned) = &claim.pinned {
+            // The API server keeps the snapshot's allocation: those devices or none.
+            let here = pinned.node.is_none_or(|n| n == node)
+                && pinned.devices.iter().all(|&(d, _)| free(d));
+            return here.then(|| pinned.devices.clone());
+        }
+        if claim.away.is_some() {
+            return None;
+        }
         let Ok(accepts) = &claim.accepts else {
             return None;
         };
-        let free = |d: usize| self.devices[d].holder.is_none() && !taken.contains(&d);
         if let Some(last) = claim.last.as_ref().filter(|l| {
             l.devices
                 .iter()
@@ -263,7 +320,7 @@ impl<'s> DraState<'s> {
             let here: Vec<usize> = self.on_node[node]
                 .iter()
                 .copied()
-                .filter(|d| accepted.contains(d))
+                .filter(|d| accepted.binary_search(d).is_ok())
                 .collect();
             match request.mode {
                 Mode::All => {
@@ -287,7 +344,8 @@ impl<'s> DraState<'s> {
                 Mode::FirstAvailable => return None,
             }
         }
-        Some(chosen)
+        // The API server takes at most 32 devices in one allocation.
+        (chosen.len() <= MAX_DEVICES_PER_REQUEST as usize).then_some(chosen)
     }
 
     /// Reserves `pod`'s claims, placed on `node`, allocating those without devices.
@@ -301,11 +359,17 @@ impl<'s> DraState<'s> {
             if self.claims[c].held.is_some() {
                 continue;
             }
-            let Some(devices) = self.choose(c, node, &[]) else {
-                continue;
+            let devices = match &self.claims[c].pinned {
+                // Put back where its preemptor took its devices: it holds them again, and the
+                // node is overdrawn until the preemptor gives them up.
+                Some(pinned) => pinned.devices.clone(),
+                None => match self.choose(c, node, &[]) {
+                    Some(devices) => devices,
+                    None => continue,
+                },
             };
             for &(d, _) in &devices {
-                self.devices[d].holder = Some(c);
+                self.devices[d].holders += 1;
             }
             // A device of a node's own slice ties the claim to that node.
             let node = (!devices.is_empty()).then_some(node);
@@ -321,17 +385,29 @@ impl<'s> DraState<'s> {
         let claims: Vec<usize> = self.claims_of(pod).filter_map(Result::ok).collect();
         for c in claims {
             let claim = &mut self.claims[c];
+            // A pending pod the claim is reserved for outside this cycle stays reserved.
+            if pod.node.is_none() && claim.initial.contains(&pod.name) {
+                continue;
+            }
             claim.reserved.remove(&pod.name);
             if !claim.reserved.is_empty() {
                 continue;
             }
             if let Some(held) = claim.held.take() {
                 for &(d, _) in &held.devices {
-                    self.devices[d].holder = None;
+                    self.devices[d].holders -= 1;
                 }
                 self.claims[c].last = Some(held);
             }
         }
+    }
+
+    /// Whether some device on `node` is held by two claims at once (a victim put back on the
+    /// devices its preemptor took).
+    pub fn overdrawn(&self, node: usize) -> bool {
+        self.on_node[node]
+            .iter()
+            .any(|&d| self.devices[d].holders > 1)
     }
 
     /// The status of every claim the cycle changed (allocated, freed, or reserved for other
@@ -453,6 +529,19 @@ fn accepted(
                 "{what} request {} asks {n} devices; one request gets at most \
                  {MAX_DEVICES_PER_REQUEST}",
                 r.name
+            ));
+        }
+        let total: i64 = claim
+            .requests
+            .iter()
+            .map(|r| match r.mode {
+                Mode::Exact(n) => n.max(1),
+                _ => 0,
+            })
+            .fold(0, i64::saturating_add);
+        if total > MAX_DEVICES_PER_REQUEST {
+            return Err(format!(
+                "{what} asks {total} devices; one claim gets at most {MAX_DEVICES_PER_REQUEST}"
             ));
         }
         let class = snapshot.dra.class(&r.class).ok_or_else(|| {

@@ -52,6 +52,8 @@ pub enum Misfit {
     LegacyMigNode,
     /// The pod's DRA claims keep it off every node (why).
     Dra(String),
+    /// A shared (fractional) GPU pod, and the node's GPUs come through DRA.
+    DraGpus,
 }
 
 impl Misfit {
@@ -92,6 +94,10 @@ impl Misfit {
                 "{count} {have} a legacy MIG pod running, which keeps MIG pods off the node"
             ),
             Misfit::Dra(why) => format!("{count} cannot take it: {why}"),
+            Misfit::DraGpus => format!(
+                "{count} {have} DRA GPUs, which KAI does not share (ask whole GPUs through a \
+                 ResourceClaim there)"
+            ),
         }
     }
 }
@@ -121,6 +127,11 @@ pub fn misfit(node: &Node, pod: &Pod) -> Option<Misfit> {
         if has.is_none_or(|m| m < need) {
             return Some(Misfit::GpuMemory);
         }
+    }
+    // KAI shares no DRA GPU (`PredicateByNodeResourcesType`: shared GPU pods are not
+    // supported on nodes with DRA GPUs).
+    if pod.fractional && node.dra_gpus > 0 {
+        return Some(Misfit::DraGpus);
     }
     None
 }

@@ -449,3 +449,6 @@ mod reclaim_tests;
 
 #[cfg(test)]
 mod order_tests;
+
+#[cfg(test)]
+mod dra_tests;

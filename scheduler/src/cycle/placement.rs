@@ -480,7 +480,7 @@ const WHY_NOT_SHAPES: usize = 32;
 /// changed.
 fn explain_no_fit(state: &mut ClusterState, snapshot: &Snapshot, p: usize) -> Reason {
     let pod = &snapshot.pods[p];
-    let terms = state.tracks_inter_pod_terms();
+    let terms = state.answers_depend_on_other_nodes();
     let (version, stamp) = (state.version(), state.stamp());
     let at = state
         .why_not

@@ -556,6 +556,12 @@ impl<'s> ClusterState<'s> {
     /// Whether the cycle follows inter-pod terms (some pod has affinity or anti-affinity
     /// terms): then a pod leaving one node can open others in its topology domain.
     pub fn tracks_inter_pod_terms(&self) -> bool {
+        self.residents.is_some()
+    }
+
+    /// Whether a node's answer to a pod may change when another node changes: with inter-pod
+    /// terms, and with DRA claims (a claim freed on one node may be allocated on any).
+    pub fn answers_depend_on_other_nodes(&self) -> bool {
         self.residents.is_some() || self.dra.is_some()
     }
 
@@ -638,7 +644,7 @@ impl<'s> ClusterState<'s> {
     /// port; `None` in a cycle whose pods use inter-pod terms, which this cannot judge (callers
     /// then place again instead).
     pub fn overdrawn(&self, node: usize) -> Option<bool> {
-        if self.tracks_inter_pod_terms() {
+        if self.residents.is_some() {
             return None;
         }
         let n = &self.nodes[node];
@@ -654,7 +660,8 @@ impl<'s> ClusterState<'s> {
                 || n.pod_slots < 0
                 || n.devices.iter().any(|&d| d < 0)
                 || n.extended.values().any(|&v| v < 0)
-                || ports_collide,
+                || ports_collide
+                || self.dra.as_ref().is_some_and(|d| d.overdrawn(node)),
         )
     }
 
