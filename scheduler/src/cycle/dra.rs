@@ -28,6 +28,9 @@ struct Dev<'s> {
     /// How many claims hold it: more than one only while a cycle undoes a step (a victim put
     /// back on the devices its preemptor took), which `ClusterState::overdrawn` sees.
     holders: u32,
+    /// Allocated to a claim in the snapshot: given to another claim only when no other device
+    /// will do, so that a victim put back finds its devices.
+    owned: bool,
 }
 
 /// A claim's devices (each with the request it was given for), and the node they tie it to.
@@ -110,6 +113,7 @@ impl<'s> DraState<'s> {
                     pool: &s.pool,
                     name: &d.name,
                     holders: 0,
+                    owned: false,
                 });
             }
         }
@@ -160,6 +164,7 @@ impl<'s> DraState<'s> {
             });
             for &(d, _) in held.iter().flat_map(|h| &h.devices) {
                 devices[d].holders += 1;
+                devices[d].owned = true;
             }
             by_name.insert(key, index);
             let reserved: BTreeSet<String> = claim.reserved_for.iter().cloned().collect();
@@ -317,11 +322,12 @@ impl<'s> DraState<'s> {
         let mut chosen: Vec<(usize, &'s str)> = Vec::new();
         let used = |chosen: &[(usize, &str)], d: usize| chosen.iter().any(|&(c, _)| c == d);
         for (request, accepted) in claim.claim.requests.iter().zip(accepts) {
-            let here: Vec<usize> = self.on_node[node]
+            let mut here: Vec<usize> = self.on_node[node]
                 .iter()
                 .copied()
                 .filter(|d| accepted.binary_search(d).is_ok())
                 .collect();
+            here.sort_by_key(|&d| self.devices[d].owned);
             match request.mode {
                 Mode::All => {
                     if here.is_empty() || !here.iter().all(|&d| free(d) && !used(&chosen, d)) {

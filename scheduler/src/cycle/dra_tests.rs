@@ -148,6 +148,7 @@ fn a_claim_reserved_for_a_pending_pod_keeps_its_device_when_the_pods_gang_cannot
 #[test]
 fn a_victim_put_back_keeps_its_claims_device_and_the_preemptor_takes_another() {
     // n1 has 4 cores. v1 (1 core) holds gpu-0 through its claim; v2 (3 cores) holds no device.
+    // Taking v1 frees gpu-0 and a core, not enough; v2's three cores are, and v1 goes back.
     // The preemptor needs 3 cores and a GPU: v2 goes, v1 stays with gpu-0, and the preemptor's
     // claim gets gpu-1.
     let (n1, slice) = dra_node(4_000);
@@ -159,7 +160,18 @@ fn a_victim_put_back_keeps_its_claims_device_and_the_preemptor_takes_another() {
         },
         ..p
     };
-    let v1 = running(using(train(pod("b", "v1", 0), 1), "c-v1"), "n1", 0);
+    // v1 is the newer: the first victim tried, whose device is freed before v2 is taken.
+    let v1 = running(
+        using(
+            Pod {
+                created: 5,
+                ..train(pod("b", "v1", 0), 1)
+            },
+            "c-v1",
+        ),
+        "n1",
+        5,
+    );
     let v2 = running(train(pod("b", "v2", 0), 3), "n1", 0);
     let mut prod = using(pod("b", "prod", 0), "c-prod");
     prod.priority_class = Some("prod".into());
@@ -184,4 +196,69 @@ fn a_victim_put_back_keeps_its_claims_device_and_the_preemptor_takes_another() {
         r.claims
     );
     assert!(r.claims.iter().all(|c| c.name != "c-v1"), "{:#?}", r.claims);
+}
+
+#[test]
+fn a_victim_whose_only_device_the_preemptor_needs_is_evicted_not_put_back_without_it() {
+    // One NIC on n1 (not a GPU class: KAI's resource vectors do not count it), held by v1's
+    // claim. The preemptor needs 3 cores and the NIC: v1 (the newer) and v2 both go, since v1
+    // cannot come back without the NIC its claim keeps on the API server.
+    let (mut n1, _) = dra_node(4_000);
+    n1.allocatable.gpu = 0;
+    let slice = ResourceSlice {
+        name: "n1-nics".into(),
+        node: Some("n1".into()),
+        driver: "rdma.example.com".into(),
+        pool: "n1".into(),
+        devices: vec![Device {
+            name: "nic-0".into(),
+            attributes: Default::default(),
+        }],
+    };
+    let nic = |name: &str, on: Option<&str>, for_pod: Option<&str>| {
+        let mut c = claim(name, on, for_pod);
+        c.requests[0].class = "nic.example.com".into();
+        if let Some(a) = &mut c.allocation {
+            a.devices[0].driver = "rdma.example.com".into();
+        }
+        c
+    };
+    let train = |p: Pod, cores: i64, created: Time| Pod {
+        priority_class: Some("train".into()),
+        created,
+        request: crate::cluster::Amounts {
+            cpu: cores * 1000,
+            ..p.request
+        },
+        ..p
+    };
+    let v1 = running(using(train(pod("b", "v1", 0), 1, 5), "c-v1"), "n1", 5);
+    let v2 = running(train(pod("b", "v2", 0), 3, 0), "n1", 0);
+    let mut prod = using(pod("b", "prod", 0), "c-prod");
+    prod.priority_class = Some("prod".into());
+    prod.request.cpu = 3000;
+    let mut s = snapshot(
+        vec![n1],
+        slice,
+        vec![
+            nic("c-v1", Some("nic-0"), Some("v1")),
+            nic("c-prod", None, None),
+        ],
+        vec![v1, v2, prod],
+        vec![],
+    );
+    s.dra.classes = vec![DeviceClass {
+        name: "nic.example.com".into(),
+        selectors: Vec::new(),
+    }];
+    let r = cycle(&policy(TEAM), &s, 10);
+    let mut gone: Vec<String> = evicted(&r).into_iter().map(|(p, _)| p).collect();
+    gone.sort();
+    assert_eq!(gone, ["b/v1", "b/v2"], "{:#?}", r.decisions);
+    assert_eq!(
+        device_of(&r, "c-prod").as_deref(),
+        Some("nic-0"),
+        "{:#?}",
+        r.claims
+    );
 }
