@@ -124,6 +124,9 @@ pub struct ResourceClaim {
     pub allocation: Option<Allocation>,
     /// `status.reservedFor`: names of the pods using it.
     pub reserved_for: Vec<String>,
+    /// What it asks that kai-policy does not evaluate (`matchAttribute` constraints, admin
+    /// access): no device is chosen for it, and its pods wait saying why.
+    pub unsupported: Option<String>,
 }
 
 impl ResourceClaim {

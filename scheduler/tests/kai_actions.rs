@@ -627,6 +627,7 @@ impl KaiDra {
                             .collect(),
                     }),
                     reserved_for: c.reserved_for.clone(),
+                    unsupported: None,
                 })
                 .collect(),
         }

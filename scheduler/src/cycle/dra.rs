@@ -519,6 +519,11 @@ fn accepted(
     device_of: &[&crate::dra::Device],
 ) -> Result<Vec<Vec<usize>>, String> {
     let what = format!("ResourceClaim {}/{}", claim.namespace, claim.name);
+    if let Some(part) = &claim.unsupported {
+        return Err(format!(
+            "{what} uses {part}, which kai-policy does not evaluate: no device is chosen for it"
+        ));
+    }
     let mut out = Vec::new();
     for r in &claim.requests {
         if r.mode == Mode::FirstAvailable {

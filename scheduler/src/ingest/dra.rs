@@ -162,6 +162,25 @@ fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, St
             selectors: selectors(&exact["selectors"]),
         });
     }
+    let spec = &value["spec"]["devices"];
+    let unsupported = if spec["constraints"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty())
+    {
+        Some("spec.devices.constraints (matchAttribute)".to_string())
+    } else {
+        spec["requests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["exactly"]["adminAccess"] == true || r["adminAccess"] == true)
+            .map(|r| {
+                format!(
+                    "adminAccess in request {}",
+                    r["name"].as_str().unwrap_or_default()
+                )
+            })
+    };
     let status = &value["status"];
     let allocation = match &status["allocation"] {
         Value::Object(a) => Some(allocation(a)?),
@@ -182,6 +201,7 @@ fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, St
         requests,
         allocation,
         reserved_for,
+        unsupported,
     })
 }
 

@@ -1140,3 +1140,25 @@ spec:
         "skipped ResourceClaim ml/c: spec.devices.requests[0].exactly.allocationMode: `Most` is not ExactCount or All"
     );
 }
+
+#[test]
+fn a_claim_with_match_attribute_constraints_is_read_as_one_kai_policy_cannot_place() {
+    let file = parse(
+        "apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: pair, namespace: ml}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {deviceClassName: gpu.nvidia.com, count: 2}
+    constraints:
+    - {requests: [gpus], matchAttribute: gpu.nvidia.com/parentUUID}
+",
+    );
+    let claim = file.snapshot.dra.claim("ml", "pair").unwrap();
+    assert_eq!(
+        claim.unsupported.as_deref(),
+        Some("spec.devices.constraints (matchAttribute)")
+    );
+}
