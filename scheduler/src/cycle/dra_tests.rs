@@ -93,6 +93,28 @@ fn snapshot(
     s
 }
 
+/// A running pod of class `train` on n1 asking `cores` CPU, made at `created`, using `claim`
+/// when given.
+fn victim(name: &str, cores: i64, created: Time, claim: Option<&str>) -> Pod {
+    let mut p = pod("b", name, 0);
+    p.priority_class = Some("train".into());
+    p.created = created;
+    p.request.cpu = cores * 1000;
+    let p = match claim {
+        Some(c) => using(p, c),
+        None => p,
+    };
+    running(p, "n1", created)
+}
+
+/// The preemptor: class `prod`, 3 CPU, its own claim.
+fn preemptor() -> Pod {
+    let mut prod = using(pod("b", "prod", 0), "c-prod");
+    prod.priority_class = Some("prod".into());
+    prod.request.cpu = 3000;
+    prod
+}
+
 /// The device the cycle left `claim` holding, if it changed it.
 fn device_of(r: &CycleResult, claim: &str) -> Option<String> {
     let c = r.claims.iter().find(|c| c.name == claim)?;
@@ -152,30 +174,10 @@ fn a_victim_put_back_keeps_its_claims_device_and_the_preemptor_takes_another() {
     // The preemptor needs 3 cores and a GPU: v2 goes, v1 stays with gpu-0, and the preemptor's
     // claim gets gpu-1.
     let (n1, slice) = dra_node(4_000);
-    let train = |p: Pod, cores: i64| Pod {
-        priority_class: Some("train".into()),
-        request: crate::cluster::Amounts {
-            cpu: cores * 1000,
-            ..p.request
-        },
-        ..p
-    };
     // v1 is the newer: the first victim tried, whose device is freed before v2 is taken.
-    let v1 = running(
-        using(
-            Pod {
-                created: 5,
-                ..train(pod("b", "v1", 0), 1)
-            },
-            "c-v1",
-        ),
-        "n1",
-        5,
-    );
-    let v2 = running(train(pod("b", "v2", 0), 3), "n1", 0);
-    let mut prod = using(pod("b", "prod", 0), "c-prod");
-    prod.priority_class = Some("prod".into());
-    prod.request.cpu = 3000;
+    let v1 = victim("v1", 1, 5, Some("c-v1"));
+    let v2 = victim("v2", 3, 0, None);
+    let prod = preemptor();
     let s = snapshot(
         vec![n1],
         slice,
@@ -223,20 +225,9 @@ fn a_victim_whose_only_device_the_preemptor_needs_is_evicted_not_put_back_withou
         }
         c
     };
-    let train = |p: Pod, cores: i64, created: Time| Pod {
-        priority_class: Some("train".into()),
-        created,
-        request: crate::cluster::Amounts {
-            cpu: cores * 1000,
-            ..p.request
-        },
-        ..p
-    };
-    let v1 = running(using(train(pod("b", "v1", 0), 1, 5), "c-v1"), "n1", 5);
-    let v2 = running(train(pod("b", "v2", 0), 3, 0), "n1", 0);
-    let mut prod = using(pod("b", "prod", 0), "c-prod");
-    prod.priority_class = Some("prod".into());
-    prod.request.cpu = 3000;
+    let v1 = victim("v1", 1, 5, Some("c-v1"));
+    let v2 = victim("v2", 3, 0, None);
+    let prod = preemptor();
     let mut s = snapshot(
         vec![n1],
         slice,
