@@ -238,7 +238,9 @@ impl<'s> DraState<'s> {
         if pod.constraints.claims.is_empty() {
             return None;
         }
-        if let Some(why) = self.blocked.get(&(pod.namespace.clone(), pod.name.clone())) {
+        if !self.blocked.is_empty()
+            && let Some(why) = self.blocked.get(&(pod.namespace.clone(), pod.name.clone()))
+        {
             return Some(why.clone());
         }
         for c in self.claims_of(pod) {
