@@ -237,7 +237,8 @@ pub struct PodClaim {
 /// devices of the GPU slices naming it (`populateDRAGPUs`), each pod's GPU request the GPUs its
 /// claims ask (`ExtractDRAGPUResourcesFromClaims`). A device a claim shares between pods counts
 /// once on its node: a pod after the first on a claim whose GPU devices are allocated adds none
-/// for it (`dra_shared_device_info.go: dedupSharedDRAGpus`). Call once per snapshot.
+/// for it (`dra_shared_device_info.go: dedupSharedDRAGpus`). Call once per snapshot, or use
+/// [`recount_gpus`] after the claims changed.
 pub fn count_gpus(snapshot: &mut Snapshot) {
     if snapshot.dra.is_empty() {
         return;
@@ -347,6 +348,21 @@ pub fn release(dra: &mut Dra, pod: &Pod) {
             }
         }
     }
+}
+
+/// Folds DRA GPUs again into a snapshot [`count_gpus`] folded before, after its claims
+/// changed (a simulator's binds, a backend's writes not yet in its caches): the counts a
+/// claim now allocated and shared gives are KAI's as of now.
+pub fn recount_gpus(snapshot: &mut Snapshot) {
+    for n in &mut snapshot.nodes {
+        n.allocatable.gpu -= i64::from(n.dra_gpus) * 1000;
+        n.dra_gpus = 0;
+    }
+    for p in &mut snapshot.pods {
+        p.request.gpu -= i64::from(p.dra_gpus) * 1000;
+        p.dra_gpus = 0;
+    }
+    count_gpus(snapshot);
 }
 
 /// A device as selectors see it.

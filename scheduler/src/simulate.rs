@@ -146,6 +146,9 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
             &mut evicted,
             &mut nominated,
         );
+        if !snapshot.dra.is_empty() {
+            crate::dra::recount_gpus(&mut snapshot);
+        }
         // Pods that were being deleted when the file was written are gone by now.
         if cycles.is_empty() && snapshot.pods.iter().any(|p| p.terminating) {
             snapshot.pods.retain(|p| !p.terminating);

@@ -160,6 +160,9 @@ impl SimCluster {
         for p in &gone {
             dra::release(&mut self.world.dra, p);
         }
+        if !self.world.dra.is_empty() {
+            dra::recount_gpus(&mut self.world);
+        }
     }
 
     /// The world as it is (for tests and the demo).

@@ -338,6 +338,9 @@ impl KubeBackend {
         let mut read = snapshot::read(&objects, &self.config.options);
         self.assumed
             .overlay(&mut read.snapshot, snapshot::clock(now));
+        if !read.snapshot.dra.is_empty() {
+            kai_scheduler::dra::recount_gpus(&mut read.snapshot);
+        }
         self.last = read;
         &self.last
     }
