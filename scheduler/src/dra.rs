@@ -52,6 +52,13 @@ impl Dra {
             .find(|c| c.namespace == namespace && c.name == name)
     }
 
+    /// The claim named `name` in `namespace`, to change its status.
+    pub fn claim_mut(&mut self, namespace: &str, name: &str) -> Option<&mut ResourceClaim> {
+        self.claims
+            .iter_mut()
+            .find(|c| c.namespace == namespace && c.name == name)
+    }
+
     /// The class named `name`.
     pub fn class(&self, name: &str) -> Option<&DeviceClass> {
         self.classes.iter().find(|c| c.name == name)
@@ -308,11 +315,7 @@ pub fn bind(dra: &mut Dra, pod: &Pod, changed: &[ClaimStatus]) {
         .iter()
         .filter_map(|c| c.claim.as_deref())
     {
-        let Some(claim) = dra
-            .claims
-            .iter_mut()
-            .find(|c| c.namespace == pod.namespace && c.name == name)
-        else {
+        let Some(claim) = dra.claim_mut(&pod.namespace, name) else {
             continue;
         };
         if claim.allocation.is_none() {
@@ -337,11 +340,7 @@ pub fn release(dra: &mut Dra, pod: &Pod) {
         .iter()
         .filter_map(|c| c.claim.as_deref())
     {
-        if let Some(claim) = dra
-            .claims
-            .iter_mut()
-            .find(|c| c.namespace == pod.namespace && c.name == name)
-        {
+        if let Some(claim) = dra.claim_mut(&pod.namespace, name) {
             claim.reserved_for.retain(|p| *p != pod.name);
             if claim.reserved_for.is_empty() {
                 claim.allocation = None;

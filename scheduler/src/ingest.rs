@@ -570,16 +570,10 @@ fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
             })
         }
         ("kai.scheduler/v1alpha1", "Topology") => Body::Topology(topology_levels(&value)),
-        (version, kind)
-            if dra::is_dra_version(version)
-                && matches!(kind, "DeviceClass" | "ResourceSlice" | "ResourceClaim") =>
-        {
+        (version, kind) if dra::is_dra_version(version) && dra::is_dra_kind(kind) => {
             let name = name.as_deref().unwrap_or_default();
             let namespace = namespace.as_deref().unwrap_or("default");
-            match dra::read(kind, name, namespace, &value) {
-                Some(read) => Body::Dra(read),
-                None => unreachable!("the kinds matched above are read"),
-            }
+            Body::Dra(dra::read(kind, name, namespace, &value))
         }
         ("scheduling.run.ai/v2alpha2", "PodGroup") => {
             quote_scalars(&mut value);

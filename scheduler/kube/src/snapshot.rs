@@ -271,12 +271,7 @@ impl Assumed {
             if !by_key.contains_key(&format!("{namespace}/{pod}")) {
                 return false;
             }
-            let Some(claim) = snapshot
-                .dra
-                .claims
-                .iter_mut()
-                .find(|c| c.namespace == *namespace && c.name == *name)
-            else {
+            let Some(claim) = snapshot.dra.claim_mut(namespace, name) else {
                 return false;
             };
             let shown = claim.reserved_for.contains(pod)

@@ -29,22 +29,22 @@ pub fn is_dra_version(api_version: &str) -> bool {
     )
 }
 
-/// Reads a DeviceClass, ResourceSlice or ResourceClaim; `None` for another kind.
-pub fn read(
-    kind: &str,
-    name: &str,
-    namespace: &str,
-    value: &Value,
-) -> Option<Result<DraObject, String>> {
-    Some(match kind {
+/// Whether `kind` is one of the DRA kinds read here.
+pub fn is_dra_kind(kind: &str) -> bool {
+    matches!(kind, "DeviceClass" | "ResourceSlice" | "ResourceClaim")
+}
+
+/// Reads a DeviceClass, ResourceSlice or ResourceClaim ([`is_dra_kind`]).
+pub fn read(kind: &str, name: &str, namespace: &str, value: &Value) -> Result<DraObject, String> {
+    match kind {
         "DeviceClass" => Ok(DraObject::Class(DeviceClass {
             name: name.to_string(),
             selectors: selectors(&value["spec"]["selectors"]),
         })),
         "ResourceSlice" => slice(name, value).map(DraObject::Slice),
         "ResourceClaim" => claim(name, namespace, value).map(DraObject::Claim),
-        _ => return None,
-    })
+        other => Err(format!("{other} is not a DRA kind")),
+    }
 }
 
 /// `selectors[].cel.expression`.
