@@ -85,6 +85,13 @@ struct Case {
     task_expected: BTreeMap<String, Expected>,
     #[serde(rename = "ExpectedNodesResources", default)]
     node_expected: BTreeMap<String, NodeExpected>,
+    /// What a test's own asserts demand of a sub-group's domains (transcribe.py's
+    /// `HAND_CHECKED`).
+    #[serde(rename = "SubGroupDomains", default)]
+    sub_group_domains: Vec<DomainsExpected>,
+    /// Sub-groups each in one domain of a label, a different one each.
+    #[serde(rename = "SubGroupsApart", default)]
+    sub_groups_apart: Vec<ApartExpected>,
     /// `integration_tests_utils.TestTopologyMetadata`'s round counts.
     #[serde(default)]
     rounds: Option<Rounds>,
@@ -314,6 +321,28 @@ struct NodeExpected {
     releasing_gpus: f64,
     #[serde(rename = "IdleGPUs", default)]
     idle_gpus: f64,
+}
+
+/// A sub-group's pods counted by the value of a node label: exactly `domains`, and on exactly
+/// `nodes` when given (KAI's `assertDomainCount`, `assertNodeSet`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct DomainsExpected {
+    sub_group: String,
+    label: String,
+    domains: BTreeMap<String, usize>,
+    #[serde(default)]
+    nodes: Option<BTreeSet<String>>,
+}
+
+/// Each sub-group in a single domain of `label`, no two in the same one, and together exactly
+/// `domains` (KAI's `assertSingleDomainName`, `assertDomainSet`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct ApartExpected {
+    sub_groups: Vec<String>,
+    label: String,
+    domains: BTreeSet<String>,
 }
 
 /// The cycle's clock in every case; KAI's tests run at `time.Now()`.
@@ -1282,6 +1311,63 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
             .find(|p| &p.name == task)
         {
             check(format!("task {task}"), vec![pod], e);
+        }
+    }
+    // Where a sub-group's pods are: by node, and by the value of a label of their nodes.
+    let placed = |sub_group: &str, label: &str| {
+        let mut nodes = BTreeSet::new();
+        let mut domains: BTreeMap<String, usize> = BTreeMap::new();
+        for pod in snapshot
+            .pods
+            .iter()
+            .filter(|p| p.labels.get(SUBGROUP_LABEL).map(String::as_str) == Some(sub_group))
+        {
+            let Some(node) = got[&pod.key()].node.clone() else {
+                continue;
+            };
+            let value = snapshot
+                .nodes
+                .iter()
+                .find(|n| n.name == node)
+                .and_then(|n| n.labels.get(label))
+                .cloned()
+                .unwrap_or_default();
+            *domains.entry(value).or_default() += 1;
+            nodes.insert(node);
+        }
+        (domains, nodes)
+    };
+    for e in &case.sub_group_domains {
+        let (domains, nodes) = placed(&e.sub_group, &e.label);
+        if domains != e.domains {
+            wrong.push(format!(
+                "sub-group {} by {}: KAI {:?}, ours {domains:?}",
+                e.sub_group, e.label, e.domains
+            ));
+        }
+        if let Some(expected) = e.nodes.as_ref().filter(|n| **n != nodes) {
+            wrong.push(format!(
+                "sub-group {} on nodes: KAI {expected:?}, ours {nodes:?}",
+                e.sub_group
+            ));
+        }
+    }
+    for e in &case.sub_groups_apart {
+        let each: Vec<BTreeMap<String, usize>> = e
+            .sub_groups
+            .iter()
+            .map(|sg| placed(sg, &e.label).0)
+            .collect();
+        let singles: BTreeSet<String> = each
+            .iter()
+            .filter(|d| d.len() == 1)
+            .flat_map(|d| d.keys().cloned())
+            .collect();
+        if singles.len() != e.sub_groups.len() || singles != e.domains {
+            wrong.push(format!(
+                "sub-groups {:?} by {}: KAI one each of {:?}, ours {each:?}",
+                e.sub_groups, e.label, e.domains
+            ));
         }
     }
     for (node, e) in &case.node_expected {

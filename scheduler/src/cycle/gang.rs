@@ -50,8 +50,14 @@ pub struct Part<'g> {
     pub required: Option<&'g str>,
     /// The node label they should share.
     pub preferred: Option<&'g str>,
-    /// The pods, in the order given.
+    /// The pods no constrained sub-group below this one holds, in the order given.
     pub pods: Vec<usize>,
+    /// Every pod under this sub-group, its own and those of the parts below it, in the order
+    /// given: what its domain must hold.
+    pub subtree: Vec<usize>,
+    /// The part of the nearest constrained sub-group above (an index in the list, always
+    /// before this one): this part's domain lies inside that part's.
+    pub parent: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,8 +201,11 @@ impl Gang {
 
     /// The pods, split by the sub-group topology constraint that holds them: for each pod, the
     /// nearest sub-group (its own, then the ones above it, the group itself not included) with
-    /// a constraint. Constrained parts come first, in member order; pods under no constraint
-    /// last. `None` when no sub-group has a constraint.
+    /// a constraint. Constrained parts come first, each before the constrained parts below it
+    /// (KAI's `allocateSubGroupSet` subsets a set's nodes before it places its members, which
+    /// subset them again), siblings in member order; a constrained set whose pods all belong
+    /// to parts below it is a part without pods of its own. Pods under no constraint come last.
+    /// `None` when no sub-group has a constraint.
     pub fn parts(&self, pods: &[usize]) -> Option<Vec<Part<'_>>> {
         if self
             .members
@@ -205,43 +214,80 @@ impl Gang {
         {
             return None;
         }
-        let holder = |pod: usize| -> Option<usize> {
-            let mut at = self.members.iter().position(|m| match &m.kind {
+        let constrained = |m: usize| {
+            m != 0 && (self.members[m].required.is_some() || self.members[m].preferred.is_some())
+        };
+        // Each pod's pod set, and the constrained members above it (nearest first).
+        let holder = |pod: usize| {
+            self.members.iter().position(|m| match &m.kind {
                 Kind::Pods { pods, .. } => pods.contains(&pod),
                 Kind::Set { .. } => false,
-            });
-            while let Some(m) = at.filter(|&m| m != 0) {
-                let member = &self.members[m];
-                if member.required.is_some() || member.preferred.is_some() {
-                    return Some(m);
-                }
-                at = member.parent;
-            }
-            None
+            })
         };
-        let mut by_member: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        let mut free = Vec::new();
-        for &p in pods {
-            match holder(p) {
-                Some(m) => by_member.entry(m).or_default().push(p),
-                None => free.push(p),
+        let chain = |pod: usize| -> Vec<usize> {
+            let mut out = Vec::new();
+            let mut at = holder(pod);
+            while let Some(m) = at {
+                if constrained(m) {
+                    out.push(m);
+                }
+                at = self.members[m].parent;
+            }
+            out
+        };
+        let chains: Vec<(usize, Vec<usize>)> = pods.iter().map(|&p| (p, chain(p))).collect();
+        // Constrained members in pre-order over the tree, children in member order.
+        let mut order = Vec::new();
+        let mut stack = vec![0];
+        while let Some(m) = stack.pop() {
+            if constrained(m) && chains.iter().any(|(_, c)| c.contains(&m)) {
+                order.push(m);
+            }
+            if let Kind::Set { children, .. } = &self.members[m].kind {
+                stack.extend(children.iter().rev());
             }
         }
-        let mut parts: Vec<Part> = by_member
-            .into_iter()
-            .map(|(m, pods)| Part {
-                topology: self.members[m].topology.as_deref(),
-                required: self.members[m].required.as_deref(),
-                preferred: self.members[m].preferred.as_deref(),
-                pods,
-            })
+        let mut parts: Vec<Part> = Vec::with_capacity(order.len() + 1);
+        for &m in &order {
+            let member = &self.members[m];
+            let parent = chains
+                .iter()
+                .find_map(|(_, c)| {
+                    let at = c.iter().position(|&x| x == m)?;
+                    Some(c.get(at + 1).map(|up| order.iter().position(|x| x == up)))
+                })
+                .flatten()
+                .flatten();
+            parts.push(Part {
+                topology: member.topology.as_deref(),
+                required: member.required.as_deref(),
+                preferred: member.preferred.as_deref(),
+                pods: chains
+                    .iter()
+                    .filter(|(_, c)| c.first() == Some(&m))
+                    .map(|&(p, _)| p)
+                    .collect(),
+                subtree: chains
+                    .iter()
+                    .filter(|(_, c)| c.contains(&m))
+                    .map(|&(p, _)| p)
+                    .collect(),
+                parent,
+            });
+        }
+        let free: Vec<usize> = chains
+            .iter()
+            .filter(|(_, c)| c.is_empty())
+            .map(|&(p, _)| p)
             .collect();
         if !free.is_empty() {
             parts.push(Part {
                 topology: None,
                 required: None,
                 preferred: None,
+                subtree: free.clone(),
                 pods: free,
+                parent: None,
             });
         }
         Some(parts)

@@ -2,6 +2,7 @@
 //! topology domain.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
 
 use kai_policy_compiler::model::{Policy, Strategy};
 use kai_policy_compiler::quantity::ResourceKind;
@@ -192,26 +193,23 @@ fn attempt_parts(
     let Some(parts) = parts else {
         return attempt(state, snapshot, order, plan, at, explain, &[]);
     };
-    let orders: Vec<Vec<usize>> = parts
-        .iter()
-        .map(|part| {
-            order
-                .iter()
-                .copied()
-                .filter(|p| part.pods.contains(p))
-                .collect()
-        })
-        .collect();
+    let in_order = |pods: &[usize]| -> Vec<usize> {
+        order.iter().copied().filter(|p| pods.contains(p)).collect()
+    };
+    let orders: Vec<Vec<usize>> = parts.iter().map(|part| in_order(&part.pods)).collect();
+    let subtrees: Vec<Vec<usize>> = parts.iter().map(|part| in_order(&part.subtree)).collect();
     let mut search = PartSearch {
         snapshot,
         parts,
         orders: &orders,
+        subtrees: &subtrees,
         plan,
         outer: at.nodes,
         scores: at.scores,
         explain,
         budget: PART_SEARCH_BUDGET,
         placed: Vec::with_capacity(order.len()),
+        chosen: vec![None; parts.len()],
     };
     search.from(state, 0)?;
     Ok(search.placed)
@@ -221,7 +219,10 @@ fn attempt_parts(
 struct PartSearch<'a> {
     snapshot: &'a Snapshot,
     parts: &'a [Part<'a>],
+    /// Each part's own pods, largest first.
     orders: &'a [Vec<usize>],
+    /// Each part's pods and those of the parts below it, largest first.
+    subtrees: &'a [Vec<usize>],
     plan: &'a Plan<'a>,
     outer: Option<&'a HashSet<usize>>,
     /// The gang's preferred-level node scores, for parts that prefer no level of their own.
@@ -230,6 +231,8 @@ struct PartSearch<'a> {
     budget: usize,
     /// What the parts before the current one took.
     placed: Vec<(usize, Slot)>,
+    /// The domain each part placed so far is in (`None`: no narrower than its parent's).
+    chosen: Vec<Option<Rc<HashSet<usize>>>>,
 }
 
 impl PartSearch<'_> {
@@ -239,12 +242,15 @@ impl PartSearch<'_> {
             return Ok(());
         };
         let order = &self.orders[i];
-        // The part's own domains (KAI's, inside the gang's), or the gang's domain as it is.
+        // Inside the domain of the part above, or the gang's.
+        let outer: Option<Rc<HashSet<usize>>> = part.parent.and_then(|up| self.chosen[up].clone());
+        let outer = outer.as_deref().or(self.outer);
+        // The part's own domains (KAI's, inside the outer one), or the outer domain as it is.
         let (tries, own_scores) =
             match Constraint::new(self.snapshot, part.topology, part.required, part.preferred) {
                 Some(c) => {
                     let found =
-                        topology::domains(state, self.snapshot, &c, order, self.outer, None);
+                        topology::domains(state, self.snapshot, &c, &self.subtrees[i], outer, None);
                     (found.tries.into_iter().map(Some).collect(), found.scores)
                 }
                 None => (vec![None], None),
@@ -257,8 +263,9 @@ impl PartSearch<'_> {
                 break;
             }
             self.budget -= 1;
-            let members: Option<HashSet<usize>> = nodes.map(|n| n.into_iter().collect());
-            let within = members.as_ref().or(self.outer);
+            let members: Option<Rc<HashSet<usize>>> =
+                nodes.map(|n| Rc::new(n.into_iter().collect()));
+            let within = members.as_deref().or(outer);
             let at = Where {
                 nodes: within,
                 scores,
@@ -275,6 +282,7 @@ impl PartSearch<'_> {
                 Ok(slots) => {
                     let before = self.placed.len();
                     self.placed.extend(slots);
+                    self.chosen[i] = members.clone();
                     match self.from(state, i + 1) {
                         Ok(()) => return Ok(()),
                         Err(reason) => {

@@ -425,11 +425,19 @@ def evaluate_builder(raw):
     """Runs a test's `func() *subgroup_info.SubGroupSet { ... }()` body: assignments of
     `subgroup_info.NewSubGroupSet` / `NewPodSet`, `AddPodSet`, `AddSubGroup`, `SetMinSubGroup`
     and `return`; anything else is a case the converter cannot read."""
-    body = raw[raw.index("{") + 1:raw.rindex("}")]
+    return run_builder(raw[raw.index("{") + 1:raw.rindex("}")], returns=True)
+
+
+def run_builder(body, returns):
+    """The statements of a sub-group builder: the value it returns, or (returns=False: a
+    function's statements before its `return test_utils.TestTopologyBasic{`) the variables it
+    leaves set."""
     env = {}
 
     def value(text):
         text = text.strip()
+        if re.fullmatch(r"&?\w+", text) and text.lstrip("&") in env:
+            return env[text.lstrip("&")]
         if re.fullmatch(r"\w+", text) and text in env:
             return env[text]
         return Parser(tokens(text), text).expr()
@@ -465,7 +473,30 @@ def evaluate_builder(raw):
         if m and isinstance(env.get(m.group(1)), SubGroupSet):
             return env[m.group(1)]
         raise Cannot(f"a sub-group builder line the converter does not read: {line[:70]}")
+    if not returns:
+        return env
     raise Cannot("a sub-group builder without a return")
+
+
+def builder_variables(text, line):
+    """The sub-group trees a builder function sets up before the literal it returns (which
+    starts at `line`), by variable name."""
+    start = max(m.end() for m in re.finditer(r"^func [^\n]*\{\n", text, re.M)
+                if text.count("\n", 0, m.start()) + 1 < line)
+    end = text.rindex("return", 0, sum(len(x) for x in text.splitlines(True)[:line]))
+    return run_builder(text[start:end], returns=False)
+
+
+def bind_variables(value, env):
+    """The literal with each bare variable name the builder set replaced by its value."""
+    if isinstance(value, Raw) and str(value) in env:
+        return env[str(value)]
+    if isinstance(value, dict):
+        for k in list(value):
+            value[k] = bind_variables(value[k], env)
+    elif isinstance(value, list):
+        value[:] = [bind_variables(v, env) for v in value]
+    return value
 
 
 def constraint(info, what):
@@ -1044,6 +1075,40 @@ LOOP_BUILT = {"TestPreemptGangFullDrainMultiVictimPerNode": full_drain,
               "TestHandleScatteredNodesForGangPreempt": scattered_nodes}
 
 
+# Test functions that build their literal in a helper and check its result with Go asserts of
+# their own rather than expectation fields: what those asserts demand, written out as data.
+# `SubGroupDomains`: the pods of a sub-group by the value of a node label (exactly these counts,
+# so all in one domain) and, when given, exactly the nodes they use; `SubGroupsApart`: each of
+# the sub-groups in one domain of the label, a different one each, together exactly `Domains`.
+HAND_CHECKED = {
+    "TestHandleTopologyAllocation_MultiTopologiesAcrossSubgroups": {
+        "note": "expectations from the test's asserts: every task Binding, assertDomainCount "
+                "and assertNodeSet per sub-group",
+        "JobExpectedResults": {"pending_job0": {"GPUsRequired": 24, "Status": "Binding"}},
+        "SubGroupDomains": [
+            {"SubGroup": "rack-workers", "Label": "topology.test/rack-domain",
+             "Domains": {"rack-a": 3}, "Nodes": ["node0", "node1"]},
+            {"SubGroup": "zone-workers", "Label": "topology.test/zone-domain",
+             "Domains": {"zone-x": 3}, "Nodes": ["node2", "node4"]},
+        ],
+    },
+    "TestHandleTopologyAllocation_HierarchicalMultiTopologiesAcrossSubgroups": {
+        "note": "expectations from the test's asserts: every task Binding, assertDomainCount "
+                "of each child's zone, assertSingleDomainName of each child's rack, the two "
+                "racks different and assertDomainSet of them",
+        "JobExpectedResults": {"pending_job1": {"GPUsRequired": 24, "Status": "Binding"}},
+        "SubGroupDomains": [
+            {"SubGroup": "child-a", "Label": "topology.test/zone-domain", "Domains": {"zone-x": 3}},
+            {"SubGroup": "child-b", "Label": "topology.test/zone-domain", "Domains": {"zone-x": 3}},
+        ],
+        "SubGroupsApart": [
+            {"SubGroups": ["child-a", "child-b"], "Label": "topology.test/rack-domain",
+             "Domains": ["rack-a", "rack-b"]},
+        ],
+    },
+}
+
+
 def transcribe(kai, rel, action):
     global INTEGRATION
     INTEGRATION = "/integration_tests/" in rel
@@ -1060,8 +1125,14 @@ def transcribe(kai, rel, action):
         case = {"test": test, "number": number, "name": name, "line": line}
         if test in LOOP_BUILT:
             lit = LOOP_BUILT[test](text, test)
+        checks = dict(HAND_CHECKED.get(test, {}))
         try:
+            if checks:
+                lit = bind_variables(lit, builder_variables(text, line))
+                lit["JobExpectedResults"] = checks.pop("JobExpectedResults")
+                case["note"] = checks.pop("note")
             case.update(topology(lit, meta))
+            case.update(checks)
         except Cannot as e:
             case["cannot"] = str(e)
         except (AttributeError, TypeError, KeyError, ValueError) as e:
