@@ -8,5 +8,6 @@ pub mod cycle;
 pub mod decision;
 pub mod dra;
 pub mod ingest;
+pub mod numa;
 pub mod simulate;
 pub mod usage;
