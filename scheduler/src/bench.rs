@@ -931,6 +931,7 @@ pub fn allocate_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(shape.pods),
@@ -1013,6 +1014,7 @@ pub fn reclaim_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(gpus as usize + shape.pods),

@@ -39,6 +39,9 @@ pub struct Node {
     /// GPUs its ResourceSlices publish (Dynamic Resource Allocation), counted in `allocatable`
     /// too ([`crate::dra::count_gpus`]).
     pub dra_gpus: u32,
+    /// Its NUMA zones and the kubelet's Topology Manager policy, from its NodeResourceTopology
+    /// object (`None`: no such object, or one without zones).
+    pub numa: Option<Box<crate::numa::Topology>>,
 }
 
 impl Node {
@@ -183,6 +186,8 @@ pub struct Constraints {
     pub host_ports: Vec<HostPort>,
     /// `spec.resourceClaims`: the DRA claims it uses.
     pub claims: Vec<crate::dra::PodClaim>,
+    /// What the pod asks of NUMA zones (`None`: nothing of it is aligned).
+    pub numa: Option<Box<crate::numa::PodNuma>>,
 }
 
 impl Constraints {
@@ -277,6 +282,9 @@ pub struct Pod {
     /// places such a pod, and keeps other MIG pods off a node running one (its legacy MIG
     /// tasks, `pod_info.go: updateLegacyMigResourceRequestFromAnnotations`).
     pub legacy_mig: bool,
+    /// Where on its node's NUMA zones the pod is, as recorded in its annotations (observed by
+    /// KAI's placement exporter, else predicted at bind).
+    pub numa_zones: Option<Vec<crate::numa::ZoneAmount>>,
 }
 
 impl Pod {
@@ -471,6 +479,9 @@ pub struct Snapshot {
     pub topologies: Vec<Topology>,
     /// DeviceClasses, ResourceSlices and ResourceClaims (Dynamic Resource Allocation).
     pub dra: crate::dra::Dra,
+    /// Resources NUMA alignment leaves out (KAI's `numa` plugin's `ignoreList`: `memory`
+    /// without the Memory Manager, `cpu` without the static CPU manager).
+    pub numa_ignore: std::collections::BTreeSet<String>,
 }
 
 /// KAI's `Topology` object (`kai.scheduler/v1alpha1`): the node labels of its levels, the top

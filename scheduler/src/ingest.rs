@@ -29,6 +29,7 @@
 
 mod dra;
 mod fast;
+mod numa;
 mod objects;
 mod owners;
 
@@ -411,6 +412,8 @@ enum Body {
     Topology(Result<Vec<String>, String>),
     /// A DeviceClass, ResourceSlice or ResourceClaim, or why it cannot be read.
     Dra(Result<dra::DraObject, String>),
+    /// A NodeResourceTopology's zones (`None`: it has none), or why it cannot be read.
+    Numa(Result<Option<crate::numa::Topology>, String>),
     Other(Box<owners::Owner>),
 }
 
@@ -575,6 +578,7 @@ fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
             let namespace = namespace.as_deref().unwrap_or("default");
             Body::Dra(dra::read(kind, name, namespace, &value))
         }
+        (numa::NRT_API_VERSION, numa::NRT_KIND) => Body::Numa(numa::read_topology(&value)),
         ("scheduling.run.ai/v2alpha2", "PodGroup") => {
             quote_scalars(&mut value);
             Body::Typed(match created_text.map(|t| t.parse::<Timestamp>()) {
@@ -626,6 +630,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     let mut priority_classes = BTreeMap::new();
     let mut topologies: Vec<Topology> = Vec::new();
     let mut dra_objects = crate::dra::Dra::default();
+    let mut numa_topologies: HashMap<String, crate::numa::Topology> = HashMap::new();
     // Objects of other kinds, in file order, with the note they get if they own no pod.
     let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
     let mut seen = HashSet::new();
@@ -679,7 +684,13 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
                 dra::DraObject::Slice(s) => dra_objects.slices.push(s),
                 dra::DraObject::Claim(c) => dra_objects.claims.push(c),
             },
-            Body::PriorityClass(Err(why)) | Body::Topology(Err(why)) | Body::Dra(Err(why)) => {
+            Body::Numa(Ok(topology)) => {
+                numa_topologies.extend(topology.map(|t| (name, t)));
+            }
+            Body::PriorityClass(Err(why))
+            | Body::Topology(Err(why))
+            | Body::Dra(Err(why))
+            | Body::Numa(Err(why)) => {
                 notes.push(format!("skipped {label}: {why}"));
             }
             Body::Topology(Ok(levels)) => topologies.push(Topology { name, levels }),
@@ -727,7 +738,10 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     for (label, namespace, name, object) in objects {
         let skip = |why: String| format!("skipped {label}: {why}");
         match object {
-            Object::Node(Ok(node)) => snapshot.nodes.push(node),
+            Object::Node(Ok(mut node)) => {
+                node.numa = numa_topologies.remove(&node.name).map(Box::new);
+                snapshot.nodes.push(node);
+            }
             Object::Node(Err(why)) => notes.push(skip(why)),
             Object::Pod(pod) => {
                 let ReadPod {

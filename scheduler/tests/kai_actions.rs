@@ -21,6 +21,7 @@ use kai_scheduler::cluster::{
 use kai_scheduler::cycle::{self, Actions, Cycle, GPU_MEMORY_LABEL};
 use kai_scheduler::decision::{Decision, EvictReason};
 use kai_scheduler::dra;
+use kai_scheduler::numa;
 use serde::Deserialize;
 
 /// One file of cases: one KAI test file.
@@ -131,6 +132,9 @@ struct KaiNode {
     mig_strategy: Option<String>,
     #[serde(default)]
     mig_instances: BTreeMap<String, i64>,
+    /// `nodes_fake.NewNumaTopology`: the node's NodeResourceTopology.
+    #[serde(default)]
+    numa: Option<KaiNuma>,
     #[serde(rename = "GPUName", default)]
     #[allow(dead_code)]
     gpu_name: Option<String>,
@@ -193,6 +197,9 @@ struct KaiJob {
     job_age_in_minutes: i64,
     #[serde(default)]
     is_best_effort_job: bool,
+    /// `status.qosClass` of its pods (`Guaranteed` pods align CPU and memory to NUMA zones).
+    #[serde(rename = "QOSClass", default)]
+    qos_class: Option<String>,
     /// Seconds.
     #[serde(default)]
     preemption_delay: Option<f64>,
@@ -250,6 +257,55 @@ struct KaiSubGroup {
     topology: Option<KaiConstraint>,
 }
 
+/// A node's NUMA topology as `nodes_fake.NewNumaTopology` builds it: policy, scope and zones,
+/// quantities as written (`cpu: "4"` is four cores).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiNuma {
+    policy: String,
+    scope: String,
+    zones: Vec<KaiZone>,
+}
+
+/// `nodes_fake.NewNumaZoneWithAllocatable`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+struct KaiZone {
+    name: String,
+    allocatable: BTreeMap<String, String>,
+    available: BTreeMap<String, String>,
+}
+
+impl KaiNuma {
+    /// The topology `numa_topology.go: BuildNumaTopology` makes of it.
+    fn topology(&self) -> Result<numa::Topology, String> {
+        let (policy, scope) = numa::policy_and_scope(Some(&self.policy), Some(&self.scope), None);
+        let amounts = |r: &BTreeMap<String, String>| -> Result<numa::Res, String> {
+            r.iter()
+                .map(|(k, q)| {
+                    let v = numa::quantity(k, q).ok_or_else(|| format!("zone quantity {q}"))?;
+                    Ok((numa::normalize(k), v))
+                })
+                .collect()
+        };
+        let mut zones = Vec::new();
+        for z in &self.zones {
+            zones.push(numa::Zone {
+                name: z.name.clone(),
+                allocatable: amounts(&z.allocatable)?,
+                available: amounts(&z.available)?,
+            });
+        }
+        numa::sort_zones(&mut zones);
+        Ok(numa::Topology {
+            policy,
+            scope,
+            zones,
+            names: Default::default(),
+        })
+    }
+}
+
 /// `tasks_fake.TestTaskBasic`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "PascalCase")]
@@ -257,6 +313,10 @@ struct KaiTask {
     #[serde(default)]
     #[allow(dead_code)]
     name: Option<String>,
+    /// `nodes_fake.NumaObservedPlacementAnnotation`: the NUMA exporter's record of where the
+    /// pod is, zone → resource → quantity.
+    #[serde(default)]
+    numa_observed: Option<BTreeMap<String, BTreeMap<String, String>>>,
     state: String,
     #[serde(default)]
     node_name: Option<String>,
@@ -311,6 +371,9 @@ struct Expected {
     #[serde(default)]
     memory_required: f64,
     status: String,
+    /// The NUMA zones (indices) the pods hold, in any order; empty: none.
+    #[serde(rename = "NUMAZones", default)]
+    numa_zones: Option<Vec<usize>>,
 }
 
 /// `test_utils.TestExpectedNodesResources`.
@@ -321,6 +384,9 @@ struct NodeExpected {
     releasing_gpus: f64,
     #[serde(rename = "IdleGPUs", default)]
     idle_gpus: f64,
+    /// What each NUMA zone (by index) has free after the cycle.
+    #[serde(rename = "NUMAZonesAvailable", default)]
+    numa_zones_available: BTreeMap<usize, BTreeMap<String, String>>,
 }
 
 /// A sub-group's pods counted by the value of a node label: exactly `domains`, and on exactly
@@ -753,6 +819,12 @@ fn snapshot(
             },
             extended: n.mig_instances.clone(),
             max_pods: Some(n.max_task_num.unwrap_or(110)),
+            numa: n
+                .numa
+                .as_ref()
+                .map(KaiNuma::topology)
+                .transpose()?
+                .map(Box::new),
             ..Node::default()
         });
     }
@@ -883,6 +955,40 @@ fn snapshot(
             if let Some(sub) = task.sub_group_name.as_ref().filter(|s| !s.is_empty()) {
                 pod.labels.insert(SUBGROUP_LABEL.to_string(), sub.clone());
             }
+            // One container asking the task's CPU, memory and GPUs (`tasks_fake`): aligned when
+            // Guaranteed (whole CPUs only) or when it asks GPUs.
+            let guaranteed = job.qos_class.as_deref() == Some("Guaranteed");
+            if guaranteed || (gpu > 0 && !fractional) {
+                let mut request = numa::Res::new();
+                request.insert(
+                    "cpu".into(),
+                    if guaranteed && cpu % 1000 == 0 {
+                        cpu
+                    } else {
+                        0
+                    },
+                );
+                request.insert("memory".into(), memory);
+                request.insert("gpu".into(), if fractional { 0 } else { gpu / 1000 });
+                pod.constraints.numa = Some(Box::new(numa::PodNuma {
+                    guaranteed,
+                    pod: request.clone(),
+                    concurrent: vec![request],
+                    serial: Vec::new(),
+                }));
+            }
+            pod.numa_zones = task.numa_observed.as_ref().map(|zones| {
+                zones
+                    .iter()
+                    .map(|(zone, amount)| numa::ZoneAmount {
+                        zone: zone.clone(),
+                        amount: amount
+                            .iter()
+                            .filter_map(|(k, q)| Some((k.clone(), numa::quantity(k, q)?)))
+                            .collect(),
+                    })
+                    .collect()
+            });
             // The devices a shared task holds, labelled as KAI's binder labels a pod: one
             // device by `runai-gpu-group`, several by one `runai-gpu-group/<group>` each.
             match task.gpu_groups.as_slice() {
@@ -995,6 +1101,7 @@ fn snapshot(
         });
     }
     let mut snapshot = Snapshot {
+        numa_ignore: Default::default(),
         topologies: case
             .topologies
             .iter()
@@ -1093,6 +1200,8 @@ fn status_matches(expected: &str, got: &str) -> bool {
 struct Round {
     /// The claims whose status the cycle changed.
     claims: Vec<dra::ClaimStatus>,
+    /// Where the pods the cycle placed went on NUMA zones.
+    numa_zones: HashMap<String, Vec<numa::ZoneAmount>>,
     snapshot: Snapshot,
     namespaces: HashMap<String, String>,
     finished: Finished,
@@ -1138,6 +1247,7 @@ fn round(
         }
     }
     Ok(Round {
+        numa_zones: result.numa_zones.into_iter().collect(),
         claims: result.claims,
         snapshot,
         namespaces,
@@ -1228,6 +1338,25 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
         ..
     } = r;
     let mut wrong = Vec::new();
+    // Where a pod is on its node's NUMA zones after the cycle: where the cycle put it, or,
+    // left where it was, its record; `None` where it holds no zone.
+    let zones_of = |pod: &Pod| -> Option<(String, Vec<usize>, Vec<numa::ZoneAmount>)> {
+        let o = &got[&pod.key()];
+        let node = o.node.clone()?;
+        let record = match o.status {
+            "Binding" | "Pipelined" => r.numa_zones.get(&pod.key()).cloned(),
+            "Running" | "Releasing" | "StuckInReleasing" => pod.numa_zones.clone(),
+            _ => None,
+        }?;
+        let topology = snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == node)?
+            .numa
+            .as_ref()?;
+        let placement = topology.indexed(&record)?;
+        Some((node, placement.iter().map(|(z, _)| *z).collect(), record))
+    };
     let pods_of = |job: &str| -> Vec<&Pod> {
         snapshot
             .pods
@@ -1264,6 +1393,20 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
                 "{what}: KAI's pods ask {} bytes, the transcription {memory}",
                 e.memory_required
             ));
+        }
+        if let Some(expected) = &e.numa_zones {
+            let mut expected = expected.clone();
+            expected.sort_unstable();
+            for pod in &pods {
+                let mut zones = zones_of(pod).map(|(_, z, _)| z).unwrap_or_default();
+                zones.sort_unstable();
+                if zones != expected {
+                    wrong.push(format!(
+                        "{}: KAI on NUMA zones {expected:?}, ours {zones:?}",
+                        pod.name
+                    ));
+                }
+            }
         }
         for pod in pods {
             let o = &got[&pod.key()];
@@ -1410,6 +1553,48 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
             match all_releasing {
                 true => releasing += 1000,
                 false => held += 1000,
+            }
+        }
+        // KAI's zone ledger after the cycle: allocatable less what the pods that hold
+        // resources there (releasing ones excluded) are placed on.
+        if !e.numa_zones_available.is_empty() {
+            let topology = n
+                .numa
+                .as_ref()
+                .ok_or_else(|| format!("node {node} expects NUMA zones it does not have"))?;
+            let mut free: Vec<numa::Res> = topology
+                .zones
+                .iter()
+                .map(|z| z.allocatable.clone())
+                .collect();
+            for p in &snapshot.pods {
+                if got[&p.key()].status == "Releasing" {
+                    continue;
+                }
+                if let Some((on, _, record)) = zones_of(p).filter(|(on, ..)| on == node)
+                    && let Some(placement) = topology.indexed(&record)
+                {
+                    let _ = on;
+                    for (z, amount) in placement {
+                        for (k, v) in amount {
+                            *free[z].entry(k).or_default() -= v;
+                        }
+                    }
+                }
+            }
+            for (z, amounts) in &e.numa_zones_available {
+                for (k, q) in amounts {
+                    let want = numa::quantity(k, q);
+                    let have = free
+                        .get(*z)
+                        .map(|f| f.get(&numa::normalize(k)).copied().unwrap_or(0));
+                    if want != have {
+                        wrong.push(format!(
+                            "node {node} NUMA zone {z}: KAI {k} {q} free, ours {have:?} (in \
+                             millicores for cpu)"
+                        ));
+                    }
+                }
             }
         }
         let idle = n.allocatable.gpu - held - releasing;

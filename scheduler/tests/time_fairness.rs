@@ -72,6 +72,7 @@ fn today() -> Snapshot {
     Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 6)],
         pods: (0..14)

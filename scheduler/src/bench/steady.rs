@@ -30,6 +30,7 @@ pub fn steady_cluster(shape: &Shape) -> Result<Synthetic, String> {
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: nodes(shape.nodes),
         pods: Vec::with_capacity(shape.pods),

@@ -13,6 +13,7 @@ mod filters;
 mod gang;
 mod jobs;
 mod kai;
+mod numa;
 mod pending;
 mod placement;
 mod reclaim;
@@ -85,6 +86,11 @@ pub struct CycleResult {
     /// The DRA claims whose status the cycle changes: devices allocated to the claims of pods
     /// it places, freed from claims no pod uses any more, and the pods reserving them.
     pub claims: Vec<crate::dra::ClaimStatus>,
+    /// Where on its node's NUMA zones each pod the cycle binds or nominates is predicted to go
+    /// (`namespace/name`, in decision order; pods that take no zone left out). The backend
+    /// records it on the pods it binds (KAI: `kai.scheduler/numa-placement-predicted`), and the
+    /// next snapshot charges the zones from it.
+    pub numa_zones: Vec<(String, Vec<crate::numa::ZoneAmount>)>,
     /// Wall time of each step, in seconds, in the order run: `("prepare", …)` (pods grouped into
     /// jobs, the free-room index built), `("fair-share", …)`, `("allocate", …)`, then each other
     /// action that ran. Only observed, for metrics: the
@@ -352,9 +358,23 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         .dra
         .as_ref()
         .map_or_else(Vec::new, |d| d.changed());
+    let numa_zones = match &ctx.state.numa {
+        None => Vec::new(),
+        Some(numa) => ctx
+            .decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Bind { pod, .. } | Decision::Nominate { pod, .. } => {
+                    Some((pod.clone(), numa.placement(pod)?))
+                }
+                _ => None,
+            })
+            .collect(),
+    };
     let decisions = ctx.decisions;
     CycleResult {
         claims,
+        numa_zones,
         decisions,
         shares,
         allocated: used.all,

@@ -34,6 +34,7 @@ fn an_elastic_job_grows_one_pod_per_turn() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: e.into_iter().chain(k).collect(),
@@ -71,6 +72,7 @@ fn within_quota_counts_the_gang_minimum() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: e.into_iter().chain(j).collect(),
@@ -108,6 +110,7 @@ fn departments_are_ordered_before_their_teams() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 1)],
         pods: vec![
@@ -142,6 +145,7 @@ fn preempt_inside_a_department_at_its_limit() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![

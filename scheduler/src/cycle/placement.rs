@@ -399,7 +399,26 @@ fn choose<'c>(
                     .map(|devices| Slot { node: n, devices })
             })
     };
+    let numa = state.numa.as_ref().filter(|numa| numa.ranks(pod));
     let pick = |first: Slot, rest: &mut dyn Iterator<Item = Slot>| {
+        if let Some(numa) = numa {
+            // KAI's NUMA score (100 / the zones taken) outweighs every strategy's (at most
+            // 10), and the Kubernetes plugins' preferences (a million) outweigh it
+            // (`plugins/scores/scores.go`): the best of every candidate, the first on a tie.
+            return std::iter::once(first)
+                .chain(rest)
+                .enumerate()
+                .max_by_key(|(i, s)| {
+                    let node = state.node(s.node);
+                    (
+                        filters::preference(node, pod),
+                        numa.score(s.node, pod, node.numa.as_deref()),
+                        std::cmp::Reverse(*i),
+                    )
+                })
+                .map(|(_, s)| s)
+                .expect("the first slot is always there");
+        }
         if filters::has_preferences(pod) || state.soft_taints() {
             preferred(state, pod, plan.strategy, first, rest)
         } else {
@@ -719,6 +738,17 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
                     ),
                 }
             }
+            Found::Room(Shortage::Numa(policy)) => match policy {
+                "single-numa-node" => format!(
+                    "{count} {} no NUMA zone with room for all of the pod's aligned requests \
+                     (Topology Manager policy single-numa-node)",
+                    if count == 1 { "has" } else { "have" }
+                ),
+                _ => format!(
+                    "{count} cannot hold the pod's aligned requests on the fewest NUMA zones \
+                     the kubelet would accept (Topology Manager policy {policy})"
+                ),
+            },
             Found::Room(_) => {
                 format!("{count} would break the pod's inter-pod affinity or anti-affinity")
             }

@@ -64,6 +64,7 @@ fn reclaim_never_takes_a_queue_more_than_one_victim_below_its_share() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
@@ -119,6 +120,7 @@ fn a_reclaimer_within_quota_takes_from_a_queue_above_its_quota() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 2)],
         pods,
@@ -169,6 +171,7 @@ fn reclaim_compares_queues_where_their_paths_split() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 4)],
         pods,
@@ -203,6 +206,7 @@ fn reclaim_asks_for_the_gang_minimum() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
@@ -230,6 +234,7 @@ fn an_elastic_victim_loses_only_surplus_pods() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods,
@@ -279,6 +284,7 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2), node("n2", 2)],
         pods: vec![
@@ -351,6 +357,7 @@ fn a_victim_that_may_only_move_stays_when_it_fits_nowhere_else() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
@@ -407,6 +414,7 @@ fn a_job_asking_fewer_mig_instances_than_one_that_failed_is_still_tried() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![m],
         pods: vec![
@@ -453,6 +461,7 @@ fn a_victim_that_had_to_move_is_evicted_when_the_others_moves_allow_it() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 1)],
         pods: vec![
@@ -494,6 +503,7 @@ fn a_victim_whose_queue_goes_first_takes_its_room_back_before_the_reclaimer() {
         let s = Snapshot {
             topologies: Vec::new(),
             dra: Default::default(),
+            numa_ignore: Default::default(),
             priority_classes: Default::default(),
             nodes: vec![node("n", 4)],
             pods: vec![
@@ -542,6 +552,7 @@ fn a_job_that_took_its_room_back_may_give_another_pod_to_the_same_reclaimer() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -587,6 +598,7 @@ fn the_reclaimers_queue_competes_with_each_waiting_job_in_turn() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -631,6 +643,7 @@ fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 4)],
         pods: vec![
@@ -676,6 +689,7 @@ fn a_pipelined_pod_leaves_the_idle_room_to_the_next_one() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 2), node("n1", 3)],
         pods,
@@ -730,6 +744,7 @@ fn a_victim_put_back_before_the_reclaimer_may_still_be_preempted() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 2), node("n1", 2)],
         pods: vec![
@@ -802,6 +817,7 @@ fn the_victims_placed_again_after_the_gang_go_in_queue_order() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 2)],
         pods: vec![
@@ -849,6 +865,7 @@ fn a_victim_the_preemptor_does_not_need_is_placed_again_by_the_nodes_order() {
         let s = Snapshot {
             topologies: Vec::new(),
             dra: Default::default(),
+            numa_ignore: Default::default(),
             priority_classes: Default::default(),
             nodes: vec![node("x", 4), node("w", 8)],
             pods: vec![
@@ -921,6 +938,7 @@ fn victim_queues_are_ranked_on_the_allocation_the_attempt_began_with() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 4), node("n1", 4)],
         pods,
@@ -976,6 +994,7 @@ fn victims_asking_no_gpu_go_only_where_the_solver_places() {
     let mut s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 0)],
         pods: vec![
@@ -1037,6 +1056,7 @@ fn a_job_larger_than_every_node_hides_no_later_job_from_reclaim() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2), node("n2", 2)],
         pods: vec![
@@ -1118,6 +1138,7 @@ fn a_victim_job_is_placed_again_once_with_every_pod_taken_from_it() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n0", 8), node("n1", 8), node("n2", 8)],
         pods,
@@ -1184,6 +1205,7 @@ fn reclaim_tries_the_waiting_jobs_in_the_queue_order_allocate_left() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 8)],
         pods,
@@ -1223,6 +1245,7 @@ fn a_job_without_a_topology_is_tried_after_one_with_a_topology_failed() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("m", 2)],
         pods: vec![
@@ -1272,6 +1295,7 @@ fn an_elastic_victim_gives_up_the_pod_last_in_its_task_order() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
         pods: vec![

@@ -171,6 +171,8 @@ pub struct ClusterState<'s> {
     has_mig: Vec<bool>,
     /// The DRA claims and devices, when some pod uses a claim.
     pub(super) dra: Option<super::dra::DraState<'s>>,
+    /// The nodes' NUMA zones, when some node has them.
+    pub(super) numa: Option<super::numa::NumaState<'s>>,
 }
 
 impl<'s> ClusterState<'s> {
@@ -256,6 +258,7 @@ impl<'s> ClusterState<'s> {
                 .map(|n| crate::cluster::mig_gpus(&n.extended) > 0)
                 .collect(),
             dra: super::dra::DraState::new(snapshot),
+            numa: super::numa::NumaState::new(snapshot),
         };
         for (n, node) in snapshot.nodes.iter().enumerate() {
             if state.schedulable[n] {
@@ -661,7 +664,8 @@ impl<'s> ClusterState<'s> {
                 || n.devices.iter().any(|&d| d < 0)
                 || n.extended.values().any(|&v| v < 0)
                 || ports_collide
-                || self.dra.as_ref().is_some_and(|d| d.overdrawn(node)),
+                || self.dra.as_ref().is_some_and(|d| d.overdrawn(node))
+                || self.numa.as_ref().is_some_and(|z| z.overdrawn(node)),
         )
     }
 
@@ -672,6 +676,9 @@ impl<'s> ClusterState<'s> {
         if let Some(dra) = &mut self.dra {
             dra.take(slot.node, pod);
         }
+        if let Some(numa) = &mut self.numa {
+            numa.take(slot.node, pod);
+        }
     }
 
     /// Frees what a pod held.
@@ -680,6 +687,9 @@ impl<'s> ClusterState<'s> {
         self.track(slot, pod, -1);
         if let Some(dra) = &mut self.dra {
             dra.release(pod);
+        }
+        if let Some(numa) = &mut self.numa {
+            numa.release(pod);
         }
     }
 
@@ -738,6 +748,9 @@ impl<'s> ClusterState<'s> {
         }
         if let Some(why) = self.dra.as_ref().and_then(|d| d.shortage(node, pod)) {
             return Some(Shortage::Dra(why));
+        }
+        if let Some(policy) = self.numa.as_ref().and_then(|z| z.shortage(node, pod)) {
+            return Some(Shortage::Numa(policy));
         }
         None
     }
@@ -1175,6 +1188,9 @@ pub enum Shortage {
     PodAffinity,
     /// The pod's DRA claims cannot be met there.
     Dra(DraShortage),
+    /// The node's NUMA zones cannot hold the pod the way its Topology Manager policy (named)
+    /// admits pods.
+    Numa(&'static str),
 }
 
 /// Why a pod's DRA claims cannot be met on a node (each names the claim, `namespace/name`).

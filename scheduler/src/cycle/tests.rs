@@ -138,6 +138,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -149,6 +150,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -174,6 +176,7 @@ fn a_gang_with_fewer_pods_than_its_minimum_waits() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods,
@@ -194,6 +197,7 @@ fn a_queue_never_goes_above_its_limit_even_with_idle_gpus() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![running(pod("a", "old", 8), "n1", 0), pod("a", "new", 20)],
@@ -230,6 +234,7 @@ fn non_preemptible_work_only_runs_within_quota() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![prod("one", 6), prod("two", 4)],
@@ -258,6 +263,7 @@ fn namespace_rules_decide_the_queue_and_say_why_not() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![
@@ -309,6 +315,7 @@ fn higher_priority_preempts_lower_inside_a_queue_and_is_pipelined() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![train, prod],
@@ -353,6 +360,7 @@ fn preempt_places_victims_asking_no_gpu_only_on_the_solvers_nodes() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 0)],
         pods: vec![
@@ -391,6 +399,7 @@ fn a_starved_queue_reclaims_from_one_above_its_fair_share() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
@@ -446,6 +455,7 @@ fn a_victim_inside_its_min_runtime_is_not_reclaimed() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
@@ -495,6 +505,7 @@ fn min_runtime_counts_from_the_pod_groups_last_start() {
         Snapshot {
             topologies: Vec::new(),
             dra: Default::default(),
+            numa_ignore: Default::default(),
             priority_classes: Default::default(),
             nodes: vec![node("n1", 8), node("n2", 8)],
             pods,
@@ -552,6 +563,7 @@ fn a_nominated_pod_being_deleted_does_not_upset_the_start_mark() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: vec![leaving, running(pod("b", "stays", 1), "n1", 0), e0]
@@ -586,6 +598,7 @@ fn a_cycle_marks_the_groups_it_starts() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -634,6 +647,7 @@ fn fair_shares_count_the_room_of_kais_reservation_pods() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![n1],
         pods: vec![
@@ -689,6 +703,7 @@ fn fractional_pods_share_a_device_and_binpack_fills_partly_used_ones_first() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 1), node("n2", 1)],
         pods: vec![running(half("h0"), "n1", 0), half("h1"), half("h2")],
@@ -729,6 +744,7 @@ fn a_shared_pod_joins_a_used_device_first_under_binpack() {
     let s = |n1: i64, n2: i64, held: i64| Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", n1), node("n2", n2)],
         pods: vec![used(held), half_gpu("a", "new")],
@@ -771,6 +787,7 @@ fn spread_takes_the_node_with_the_largest_share_free() {
     let s = |n2_used: i64| Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 2)],
         pods: [busy("on-n1", "n1", 4, 1), pod("a", "new", 1)]
@@ -785,6 +802,7 @@ fn spread_takes_the_node_with_the_largest_share_free() {
     let cpu = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![cores("c1", 64), cores("c2", 8)],
         pods: vec![
@@ -815,6 +833,7 @@ fn binpack_ranks_nodes_for_a_shared_pod_by_whole_free_devices() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 3), node("n2", 3)],
         pods: vec![
@@ -844,6 +863,7 @@ fn shared_pods_keep_the_devices_kais_binder_named_and_one_moves_to_free_a_whole_
     let s = |groups: [Option<&str>; 2]| Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 2)],
         pods: vec![
@@ -890,6 +910,7 @@ fn a_shared_pod_waits_for_the_releasing_half_of_a_shared_device_under_binpack() 
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
         pods: vec![
@@ -953,6 +974,7 @@ fn a_gang_of_shared_pods_waits_whole_when_one_takes_a_releasing_device() {
     let mut s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n", 2)],
         pods: vec![on_g0("run", false), on_g0("leaving", true)],
@@ -1001,6 +1023,7 @@ fn a_pod_shared_over_several_named_devices_holds_each_of_them() {
         Snapshot {
             topologies: Vec::new(),
             dra: Default::default(),
+            numa_ignore: Default::default(),
             priority_classes: Default::default(),
             nodes: vec![node("n1", 3), node("n2", 1)],
             pods: vec![
@@ -1029,6 +1052,7 @@ fn binpack_fills_the_fullest_node_and_spread_the_emptiest() {
     let s = |p: Pod| Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![running(pod("a", "old", 6), "n2", 0), p],
@@ -1078,6 +1102,7 @@ fn a_pod_asking_no_gpu_goes_to_a_node_without_gpus_first() {
     let s = |g1_held: i64, c1_held: i64| Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("g1", 8), c1.clone()],
         pods: vec![
@@ -1126,6 +1151,7 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
         &Snapshot {
             topologies: Vec::new(),
             dra: Default::default(),
+            numa_ignore: Default::default(),
             priority_classes: Default::default(),
             nodes: nodes.clone(),
             pods,
@@ -1146,6 +1172,7 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
         &Snapshot {
             topologies: Vec::new(),
             dra: Default::default(),
+            numa_ignore: Default::default(),
             priority_classes: Default::default(),
             nodes: tiny,
             pods,
@@ -1176,6 +1203,7 @@ fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() 
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods,
@@ -1240,6 +1268,7 @@ fn consolidation_moves_a_pod_to_make_room_for_a_gang_and_re_places_it() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![
@@ -1298,6 +1327,7 @@ fn consolidation_moves_pods_only_to_nodes_with_free_gpus_for_a_gpu_job() {
     let mut s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![n1, node("n2", 0)],
         pods: vec![c1, want],
@@ -1331,6 +1361,7 @@ fn consolidation_never_moves_non_preemptible_work() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8)],
         pods: vec![prod("p1", "n1"), prod("p2", "n2"), pod("a", "big", 8)],
@@ -1391,6 +1422,7 @@ fn consolidation_takes_victims_from_the_queue_last_in_the_queue_order_first() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4), node("n3", 4)],
         pods: vec![
@@ -1445,6 +1477,7 @@ fn consolidation_moves_an_elastic_job_surplus_pod_by_pod() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods,
@@ -1488,6 +1521,7 @@ fn a_cycle_runs_only_the_actions_it_is_given() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8), node("n2", 8), node("n3", 8)],
         pods,
@@ -1537,6 +1571,7 @@ fn a_preemption_delay_counts_from_the_last_eviction_when_later() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods,
@@ -1584,6 +1619,7 @@ fn an_elastic_victim_gets_back_one_pod_when_it_keeps_its_minimum() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![x, node("y", 2), node("z", 1)],
         pods: vec![
@@ -1652,6 +1688,7 @@ fn a_running_job_grows_only_inside_the_required_domain_it_holds() {
     let s = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![racked("n1", 1, "r1"), racked("n2", 2, "r2")],
         pods: vec![

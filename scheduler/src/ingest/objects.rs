@@ -123,6 +123,7 @@ pub fn read_node(node: &K8sNode) -> Result<Node, String> {
         extended,
         max_pods,
         dra_gpus: 0,
+        numa: None,
     })
 }
 
@@ -436,6 +437,9 @@ pub fn read_pod(
         constraints: Box::new({
             let mut c = spec.map(constraints).transpose()?.unwrap_or_default();
             c.claims = pod_claims(spec, status);
+            c.numa = spec
+                .and_then(|s| super::numa::pod_numa(s, status))
+                .map(Box::new);
             c
         }),
         labels,
@@ -446,6 +450,7 @@ pub fn read_pod(
         terminating: meta.deletion_timestamp.is_some(),
         deletion_deadline: None,
         legacy_mig,
+        numa_zones: super::numa::record(&annotation),
     })))
 }
 

@@ -45,6 +45,7 @@ fn decisions_change_the_snapshot() {
     let mut snapshot = Snapshot {
         topologies: Vec::new(),
         dra: Default::default(),
+        numa_ignore: Default::default(),
         priority_classes: Default::default(),
         nodes: vec![node("a"), node("b")],
         pods: vec![

@@ -75,6 +75,8 @@ for _name in ["reclaim/reclaim_test", "reclaim/reclaimFractional_test", "reclaim
               "consolidation_and_reclaim/consolidation_and_reclaim_test",
               "deletion_tests/deletion_test", "stalegangeviction/stalegangeviction_test"]:
     FILES[f"pkg/scheduler/actions/integration_tests/{_name}.go"] = ALL_ACTIONS
+FILES["pkg/scheduler/actions/integration_tests/numa/numa_test.go"] = \
+    "allocate, consolidation, reclaim, preempt"
 
 # ---------------------------------------------------------------------------------------------
 # Tokens
@@ -136,6 +138,19 @@ CONSTANTS = {
     "constants.PriorityBuildNumber": 100,
     "constants.PriorityInteractivePreemptibleNumber": 75,
     "constants.PriorityTrainNumber": 50,
+    # node_info.TopologyManagerPolicy / Scope and the pods' QoS classes, as the kubelet and the
+    # API server spell them.
+    "node_info.TopologyPolicyNone": "none",
+    "node_info.TopologyPolicyBestEffort": "best-effort",
+    "node_info.TopologyPolicyRestricted": "restricted",
+    "node_info.TopologyPolicySingleNUMANode": "single-numa-node",
+    "node_info.TopologyScopeContainer": "container",
+    "node_info.TopologyScopePod": "pod",
+    "v1.PodQOSGuaranteed": "Guaranteed",
+    "v1.PodQOSBurstable": "Burstable",
+    "v1.PodQOSBestEffort": "BestEffort",
+    "v1.ResourceCPU": "cpu",
+    "v1.ResourceMemory": "memory",
     "time.Nanosecond": 1e-9,
     "time.Millisecond": 0.001,
     "time.Second": 1,
@@ -381,6 +396,16 @@ def call(name, args):
                     {"Request": "victim-claim", "Driver": "nvidia.com/gpu", "Pool": "node0",
                      "Device": str(d)} for d in (0, 1)]}},
                 "ReservedFor": [{"Resource": "pods", "Name": args[0]}]}
+    if name == "nodes_fake.NewNumaZone":
+        return {"Name": args[0], "Allocatable": args[1], "Available": args[1]}
+    if name == "nodes_fake.NewNumaZoneWithAllocatable":
+        return {"Name": args[0], "Allocatable": args[1], "Available": args[2]}
+    if name == "nodes_fake.NewNumaTopology":
+        return {"Policy": args[0], "Scope": args[1], "Zones": list(args[2:])}
+    if name == "nodes_fake.NumaObservedPlacementAnnotation":
+        return {"__numa_observed__": args[0]}
+    if "." not in name and name in LOCAL_FUNCS:
+        return LOCAL_FUNCS[name](args)
     if name == "jobs_fake.DefaultSubGroup":
         return {"__default_sub_group__": args[0]}
     nil = lambda a: None if a == "nil" else a  # noqa: E731 (Go's nil arrives as a bare name)
@@ -493,7 +518,9 @@ def bind_variables(value, env):
         return env[str(value)]
     if isinstance(value, dict):
         for k in list(value):
-            value[k] = bind_variables(value[k], env)
+            item = bind_variables(value.pop(k), env)
+            # A map key written as a variable (`{zoneID: cpu("3")}`) is read as its name.
+            value[env[k] if isinstance(env.get(k), str) else k] = item
     elif isinstance(value, list):
         value[:] = [bind_variables(v, env) for v in value]
     return value
@@ -546,21 +573,21 @@ JOB_FIELDS = {"DeleteJobInTest", "Name", "Namespace", "QueueName", "Priority", "
               "RequiredCPUsPerTask", "RequiredMemoryPerTask", "RequiredGpuMemory",
               "RequiredMultiFractionDevicesPerTask", "Tasks", "JobAgeInMinutes",
               "IsBestEffortJob", "PreemptionDelay", "StaleDuration", "PerJobStalenessGracePeriod",
-              "MinAvailable", "SubGroups", "MinSubGroup", "Topology"}
+              "MinAvailable", "SubGroups", "MinSubGroup", "Topology", "QOSClass"}
 TASK_FIELDS = {"Name", "State", "NodeName", "GPUGroups", "NodeAffinityNames", "RequiredGPUs",
                "RequiredMigInstances", "SubGroupName", "PodAffinityLabels",
                "PodAffinityTopologyKey", "PodAntiAffinityTopologyKey", "Priority",
-               "IsLegacyMigTask", "ResourceClaimNames", "ResourceClaimTemplates"}
+               "IsLegacyMigTask", "ResourceClaimNames", "ResourceClaimTemplates", "NumaObserved"}
 NODE_FIELDS = {"GPUs", "CPUMillis", "CPUMemory", "GPUMemory", "MaxTaskNum", "Labels",
-               "MigStrategy", "MigInstances", "GPUName"}
+               "MigStrategy", "MigInstances", "GPUName", "Numa"}
 QUEUE_FIELDS = {"Name", "Priority", "DeservedGPUs", "DeservedCPUs", "DeservedMemory",
                 "MaxAllowedGPUs", "MaxAllowedCPUs", "MaxAllowedMemory", "GPUOverQuotaWeight",
                 "ParentQueue", "ReclaimMinRuntime", "InteractiveTimeoutInMinutes"}
 DEPARTMENT_FIELDS = {"Name", "DeservedGPUs", "MaxAllowedGPUs", "MaxAllowedCPUs", "MaxAllowedMemory"}
 EXPECT_FIELDS = {"NodeName", "GPUsRequired", "GPUsAccepted", "MilliCpuRequired", "MemoryRequired",
                  "Status", "GPUGroups", "DontValidateGPUGroup", "ExpectedErrorMessage",
-                 "LastStartTimestampOlderThan"}
-NODE_EXPECT_FIELDS = {"ReleasingGPUs", "IdleGPUs"}
+                 "LastStartTimestampOlderThan", "NUMAZones"}
+NODE_EXPECT_FIELDS = {"ReleasingGPUs", "IdleGPUs", "NUMAZonesAvailable"}
 TOPOLOGY_FIELDS = {"Name", "Jobs", "Nodes", "Queues", "Departments", "DisableDefaultDepartment", "Topologies",
                    "TestDRAObjects",
                    "JobExpectedResults", "TaskExpectedResults", "ExpectedNodesResources", "Mocks"}
@@ -637,8 +664,6 @@ def job(lit):
             raise Cannot(f"job {lit.get('Name')} has sub-groups or a topology constraint "
                          f"(RootSubGroupSet {str(rs).splitlines()[0][:70]}...): our gangs have "
                          f"neither")
-    if lit.get("QOSClass"):
-        lit.pop("QOSClass")
     if lit.get("DeleteJobInTest"):
         if not INTEGRATION:
             raise Cannot(f"job {lit.get('Name')} sets DeleteJobInTest outside a multi-round test")
@@ -657,6 +682,10 @@ def job(lit):
         t = dict(t)
         if t.get("SubGroupName") and "SubGroups" not in lit:
             raise Cannot(f"a task of job {lit.get('Name')} names a sub-group of a job without any")
+        notes = t.get("Annotations")
+        if isinstance(notes, dict) and "__numa_observed__" in notes:
+            # nodes_fake.NumaObservedPlacementAnnotation: the exporter's record, by zone.
+            t["NumaObserved"] = t.pop("Annotations")["__numa_observed__"]
         for k in ("Annotations", "PersistentVolumeClaimNames"):
             if t.get(k):
                 raise Cannot(f"a task of job {lit.get('Name')} sets {k}, which the harness "
@@ -688,8 +717,8 @@ def queue(lit, fields, what):
 
 def node(name, lit):
     lit = dict(lit)
-    if lit.get("NumaTopology") is not None and "NumaTopology" in lit:
-        raise Cannot(f"node {name} has a NUMA topology")
+    if lit.get("NumaTopology") is not None:
+        lit["Numa"] = lit.pop("NumaTopology")
     lit.pop("NumaTopology", None)
     if lit.get("GpuMemorySynced") is not None and "GpuMemorySynced" in lit:
         raise Cannot(f"node {name} sets GpuMemorySynced")
@@ -702,9 +731,8 @@ def expectations(lit, what):
     out = {}
     for name, e in lit.items():
         e = dict(e)
-        if e.get("NUMAZones") is not None and "NUMAZones" in e:
-            raise Cannot(f"{what} {name} expects NUMA zones")
-        e.pop("NUMAZones", None)
+        if e.get("NUMAZones") is None:
+            e.pop("NUMAZones", None)
         check_fields(e, EXPECT_FIELDS, f"{what} {name}")
         for k in ("GPUGroups", "DontValidateGPUGroup", "LastStartTimestampOlderThan",
                   "ExpectedErrorMessage"):
@@ -837,9 +865,8 @@ def topology(lit, meta):
         nodes = {}
         for n, e in lit["ExpectedNodesResources"].items():
             e = dict(e)
-            if e.get("NUMAZonesAvailable") is not None and "NUMAZonesAvailable" in e:
-                raise Cannot(f"node {n} expects NUMA zones")
-            e.pop("NUMAZonesAvailable", None)
+            if e.get("NUMAZonesAvailable") is None:
+                e.pop("NUMAZonesAvailable", None)
             check_fields(e, NODE_EXPECT_FIELDS, f"expected node {n}")
             nodes[str(n)] = plain(e, f"expected node {n}")
         case["ExpectedNodesResources"] = nodes
@@ -876,7 +903,24 @@ def cases_of(text):
         # TestTopologyBasic one.
         if v == "TestTopologyBasic" and i + 1 < len(toks) and toks[i + 1][1] in ("{",):
             is_field = i >= 2 and toks[i - 1][1] == "." and toks[i - 2][1] == "test_utils"
-            returns_it = i >= 3 and toks[i - 3][1] == ")"  # a function's result type
+            # A function's result type (`) test_utils.TestTopologyBasic {` or `) []test_utils...`).
+            returns_it = i >= 3 and toks[i - 3][1] == ")" or \
+                (i >= 5 and toks[i - 3][1] == "]" and toks[i - 5][1] == ")")
+            if is_field and i >= 5 and toks[i - 3][1] == "]" and toks[i - 4][1] == "[" \
+                    and toks[i - 5][1] != ")":
+                # A table of bare literals: `[]test_utils.TestTopologyBasic{ {...}, {...} }`.
+                p = Parser(toks, text)
+                p.i = i + 1
+                table = p.composite("[]test_utils.TestTopologyBasic")
+                test = enclosing_test(text, pos, None)
+                for lit in table:
+                    number = numbers.get(test, 0)
+                    numbers[test] = number + 1
+                    at = text.find(f'Name: {json.dumps(lit.get("Name", ""))}', pos)
+                    line = text.count("\n", 0, at if at >= 0 else pos) + 1
+                    out.append((test, number, lit, {}, line))
+                i = p.i
+                continue
             if not is_field or returns_it:
                 i += 1
                 continue
@@ -1109,13 +1153,44 @@ HAND_CHECKED = {
 }
 
 
+# The test file's own helper functions that return one expression (`twoFullZonesNode()`,
+# `runningVictim(name, queue, priority, zoneID)`, `cpu(amount)`), by name: each evaluates its
+# return expression with its parameters bound to the call's arguments.
+LOCAL_FUNCS = {}
+
+
+def local_functions(text):
+    out = {}
+    pattern = re.compile(r"^func (\w+)\(([^)]*)\)[^{\n]*\{\n\s*return ", re.M)
+    for m in pattern.finditer(text):
+        name, params = m.group(1), m.group(2)
+        if name.startswith("Test") or name.startswith("get"):
+            continue
+        names = [p.strip().split()[0] for p in params.split(",") if p.strip()]
+        start = m.end()
+
+        def run(args, start=start, names=names):
+            toks = tokens(text[start:])
+            value = Parser(toks, text[start:]).expr()
+            return bind_variables(value, dict(zip(names, args)))
+
+        out[name] = run
+    return out
+
+
+# Files under integration_tests/ that run their actions once on one session
+# (`action.Execute(ssn)` in a loop), not through integration_tests_utils.RunTests' rounds.
+SINGLE_SESSION = {"pkg/scheduler/actions/integration_tests/numa/numa_test.go"}
+
+
 def transcribe(kai, rel, action):
-    global INTEGRATION
-    INTEGRATION = "/integration_tests/" in rel
+    global INTEGRATION, LOCAL_FUNCS
+    INTEGRATION = "/integration_tests/" in rel and rel not in SINGLE_SESSION
     with open(os.path.join(kai, rel), encoding="utf-8") as f:
         text = f.read()
+    LOCAL_FUNCS = local_functions(text)
     stem = os.path.basename(rel).replace(".go", ".yaml")
-    if INTEGRATION:
+    if "/integration_tests/" in rel:
         stem = "integration_" + rel.split("/integration_tests/")[1].split("/")[0] + "_" + stem
     out_path = os.path.join(HERE, stem)
     notes = previous_notes(out_path)
