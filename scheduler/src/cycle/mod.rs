@@ -472,3 +472,5 @@ mod order_tests;
 
 #[cfg(test)]
 mod dra_tests;
+#[cfg(test)]
+mod numa_tests;

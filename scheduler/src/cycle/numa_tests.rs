@@ -1,0 +1,182 @@
+//! NUMA in the cycle, from objects shaped as `kubectl get -o yaml` prints them: NFD's
+//! NodeResourceTopology (v1alpha2, with `attributes` and the deprecated `topologyPolicies`),
+//! Guaranteed pods with a `status.qosClass`, and the placement exporter's annotation.
+
+use super::tests::{binds, cycle, pending_reason, policy};
+use crate::ingest::{Options, parse_cluster};
+
+const TEAM: &str = r#"
+queue "a" { gpu quota=8; cpu quota=1000; memory quota="4000Gi"; namespaces "a" }
+"#;
+
+/// A node of 64 cores and 4 GPUs, and its NRT object: two zones of 16 cores and 2 GPUs each
+/// (the NRT reports what the kubelet's managers hold back, so zones sum to less than the node),
+/// under `policy`, with `zone0_free` cores the exporter says are free in zone 0.
+fn node(name: &str, policy: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels: {{kubernetes.io/hostname: {name}, nvidia.com/gpu.count: "4", feature.node.kubernetes.io/memory-numa: "true"}}
+status:
+  allocatable: {{cpu: "64", memory: 512Gi, nvidia.com/gpu: "4", pods: "110"}}
+  conditions: [{{type: Ready, status: "True"}}]
+---
+apiVersion: topology.node.k8s.io/v1alpha2
+kind: NodeResourceTopology
+metadata:
+  name: {name}
+  ownerReferences: [{{apiVersion: v1, kind: Namespace, name: node-feature-discovery, uid: 1f9c}}]
+topologyPolicies: ["SingleNUMANodePodLevel"]
+attributes:
+- {{name: topologyManagerPolicy, value: {policy}}}
+- {{name: topologyManagerScope, value: pod}}
+- {{name: nodeTopologyPodsFingerprint, value: pfp0v0019fa3c2d1e5b77a2}}
+zones:
+- name: node-1
+  type: Node
+  costs: [{{name: node-0, value: 21}}, {{name: node-1, value: 10}}]
+  resources:
+  - {{name: cpu, capacity: "32", allocatable: "16", available: "16"}}
+  - {{name: memory, capacity: "270582939648", allocatable: "135291469824", available: "135291469824"}}
+  - {{name: nvidia.com/gpu, capacity: "2", allocatable: "2", available: "2"}}
+- name: node-0
+  type: Node
+  costs: [{{name: node-0, value: 10}}, {{name: node-1, value: 21}}]
+  resources:
+  - {{name: cpu, capacity: "32", allocatable: "16", available: "16"}}
+  - {{name: memory, capacity: "270582939648", allocatable: "135291469824", available: "135291469824"}}
+  - {{name: nvidia.com/gpu, capacity: "2", allocatable: "2", available: "2"}}
+- name: socket-0
+  type: Socket
+"#
+    )
+}
+
+/// A pod asking `cpu` cores, 8Gi and `gpus` GPUs, requests equal to limits (Guaranteed),
+/// running on `on` with the exporter's record when given.
+fn pod(name: &str, cpu: &str, gpus: u32, on: Option<(&str, &str)>) -> String {
+    sized(name, cpu, "8Gi", gpus, on)
+}
+
+/// [`pod`], with `memory`.
+fn sized(name: &str, cpu: &str, memory: &str, gpus: u32, on: Option<(&str, &str)>) -> String {
+    let (node, annotations, phase) = match on {
+        Some((node, record)) => (
+            format!("  nodeName: {node}\n"),
+            format!("  annotations:\n    kai.scheduler/numa-placement-observed: '{record}'\n"),
+            "Running",
+        ),
+        None => (String::new(), String::new(), "Pending"),
+    };
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: a
+  labels: {{kai.scheduler/queue: a}}
+{annotations}spec:
+  schedulerName: kai-scheduler
+{node}  containers:
+  - name: main
+    image: nvcr.io/nvidia/pytorch:24.05-py3
+    resources:
+      requests: {{cpu: "{cpu}", memory: {memory}, nvidia.com/gpu: "{gpus}"}}
+      limits: {{cpu: "{cpu}", memory: {memory}, nvidia.com/gpu: "{gpus}"}}
+status:
+  phase: {phase}
+  qosClass: Guaranteed
+"#
+    )
+}
+
+fn run(objects: &[String]) -> crate::cycle::CycleResult {
+    let policy = policy(TEAM);
+    let text = objects.join("---\n");
+    let file = parse_cluster("cluster.yaml", &text, &Options::for_policy(&policy)).unwrap();
+    cycle(&policy, &file.snapshot, 1_000)
+}
+
+#[test]
+fn a_pod_waits_when_no_single_zone_holds_it_and_says_so() {
+    // 12 cores and 3 GPUs fit the node (64 cores, 4 GPUs) but no zone (16 cores, 2 GPUs).
+    let r = run(&[node("n1", "single-numa-node"), pod("p", "12", 3, None)]);
+    assert!(binds(&r).is_empty());
+    let reason = pending_reason(&r, "a/p").to_string();
+    assert!(
+        reason.contains("no NUMA zone with room for all of the pod's aligned requests")
+            && reason.contains("single-numa-node"),
+        "{reason}"
+    );
+    // Under restricted, 3 GPUs take both zones (2 + 1) and 12 cores fit in one: the kubelet
+    // finds no width all resources agree on, and neither do we. So with 20 cores and 3 GPUs,
+    // while 8Gi of memory fits one zone.
+    let r = run(&[node("n1", "restricted"), pod("p", "12", 3, None)]);
+    assert!(binds(&r).is_empty());
+    let r = run(&[node("n1", "restricted"), pod("p", "20", 3, None)]);
+    assert!(binds(&r).is_empty());
+    // 20 cores, 3 GPUs and 200Gi (a zone has 126Gi) all want two zones: admitted, split lowest
+    // zone first.
+    let r = run(&[node("n1", "restricted"), sized("p", "20", "200Gi", 3, None)]);
+    assert_eq!(binds(&r), [("a/p".to_string(), "n1".to_string())]);
+    let zones = &r.numa_zones[0].1;
+    assert_eq!(zones.len(), 2);
+    assert_eq!(zones[0].zone, "node-0");
+    assert_eq!(zones[0].amount["cpu"], 16_000);
+    assert_eq!(zones[0].amount["nvidia.com/gpu"], 2);
+    assert_eq!(zones[1].amount["cpu"], 4_000);
+    assert_eq!(zones[1].amount["nvidia.com/gpu"], 1);
+}
+
+#[test]
+fn running_pods_take_the_zones_their_record_names_and_terminating_ones_none() {
+    // r1 holds 14 cores and both GPUs of node-0: p (4 cores, 2 GPUs) fits only in node-1.
+    let record = r#"[{"zone":"node-0","amount":{"cpu":"14","nvidia.com/gpu":"2"}}]"#;
+    let r = run(&[
+        node("n1", "single-numa-node"),
+        pod("r1", "14", 2, Some(("n1", record))),
+        pod("p", "4", 2, None),
+    ]);
+    assert_eq!(r.numa_zones.len(), 1);
+    assert_eq!(r.numa_zones[0].1[0].zone, "node-1");
+    // Another pod of 4 cores and 2 GPUs after p fits no zone.
+    let r = run(&[
+        node("n1", "single-numa-node"),
+        pod("r1", "14", 2, Some(("n1", record))),
+        pod("p", "4", 2, None),
+        pod("q", "4", 2, None),
+    ]);
+    assert_eq!(binds(&r).len(), 1);
+    // A terminating pod's zones count as free (KAI rebuilds the zones from the pods that hold
+    // resources, releasing ones excluded): p takes node-0, the lowest zone.
+    let terminating = pod("r1", "14", 2, Some(("n1", record))).replace(
+        "  name: r1\n",
+        "  name: r1\n  deletionTimestamp: \"2026-11-27T06:00:00Z\"\n",
+    );
+    let r = run(&[
+        node("n1", "single-numa-node"),
+        terminating,
+        pod("p", "4", 2, None),
+    ]);
+    assert_eq!(r.numa_zones[0].1[0].zone, "node-0");
+}
+
+#[test]
+fn node_order_prefers_the_node_that_takes_fewer_zones() {
+    // Under best-effort nothing is refused, but a node that holds the pod in one zone scores
+    // above one that splits it, whatever the strategy says (KAI: 100 / span against at most
+    // 10). n-a is first by name and splits the pod (its zone 0 has 6 cores in use).
+    let record =
+        r#"[{"zone":"node-0","amount":{"cpu":"6"}},{"zone":"node-1","amount":{"cpu":"6"}}]"#;
+    let r = run(&[
+        node("n-a", "best-effort"),
+        node("n-b", "best-effort"),
+        pod("r1", "12", 0, Some(("n-a", record))),
+        pod("p", "12", 1, None),
+    ]);
+    assert_eq!(binds(&r), [("a/p".to_string(), "n-b".to_string())]);
+}
