@@ -141,7 +141,7 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
         keep_marks(&mut snapshot.groups, &result, now);
         let mut changed = apply(
             &mut snapshot,
-            (&result.decisions, &result.claims),
+            (&result.decisions, &result.claims, &result.numa_zones),
             now,
             &mut evicted,
             &mut nominated,
@@ -184,7 +184,11 @@ pub fn simulate(mut snapshot: Snapshot, policy: &Policy, options: &Options) -> S
 /// Applies one cycle's decisions; returns whether anything changed.
 fn apply(
     snapshot: &mut Snapshot,
-    (decisions, claims): (&[Decision], &[crate::dra::ClaimStatus]),
+    (decisions, claims, numa_zones): (
+        &[Decision],
+        &[crate::dra::ClaimStatus],
+        &[(String, Vec<crate::numa::ZoneAmount>)],
+    ),
     now: Time,
     evicted: &mut BTreeSet<String>,
     nominated: &mut BTreeMap<String, String>,
@@ -209,6 +213,7 @@ fn apply(
                 match reason {
                     EvictReason::Consolidate { to_node, .. } => {
                         snapshot.pods[i].move_to(to_node, now);
+                        snapshot.pods[i].numa_zones = None;
                         crate::dra::bind(&mut snapshot.dra, &snapshot.pods[i], claims);
                     }
                     _ => {
@@ -223,6 +228,11 @@ fn apply(
                 let p = &mut snapshot.pods[i];
                 p.node = Some(node.clone());
                 p.started = Some(now);
+                // The binder's record of the predicted NUMA placement.
+                p.numa_zones = numa_zones
+                    .iter()
+                    .find(|(key, _)| key == pod)
+                    .map(|(_, z)| z.clone());
                 nominated.remove(pod);
                 crate::dra::bind(&mut snapshot.dra, &snapshot.pods[i], claims);
             }

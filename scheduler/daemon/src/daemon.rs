@@ -560,6 +560,7 @@ impl LoopState {
             started: &result.started,
             evicted: &result.evicted,
             claims: &result.claims,
+            numa_zones: &result.numa_zones,
         })?;
         shared.metrics.calls(&calls);
         let acts = backend.acts();

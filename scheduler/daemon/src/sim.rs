@@ -199,6 +199,8 @@ impl Backend for SimCluster {
                         let p = &mut self.world.pods[i];
                         p.node = Some(node.clone());
                         p.started = Some(now);
+                        // The binder's record of the predicted NUMA placement.
+                        p.numa_zones = zones_of(cycle.numa_zones, pod);
                         dra::bind(&mut self.world.dra, &self.world.pods[i], cycle.claims);
                     }
                 }
@@ -207,6 +209,7 @@ impl Backend for SimCluster {
                     let p = &mut self.world.pods[i];
                     if let EvictReason::Consolidate { to_node, .. } = reason {
                         p.move_to(to_node, now);
+                        p.numa_zones = None;
                         dra::release(&mut self.world.dra, &self.world.pods[i]);
                         dra::bind(&mut self.world.dra, &self.world.pods[i], cycle.claims);
                     } else if !p.terminating {
@@ -221,6 +224,14 @@ impl Backend for SimCluster {
         }
         Ok(Vec::new())
     }
+}
+
+/// The NUMA placement a cycle predicted for a pod it binds.
+fn zones_of(
+    zones: &[(String, Vec<kai_scheduler::numa::ZoneAmount>)],
+    pod: &str,
+) -> Option<Vec<kai_scheduler::numa::ZoneAmount>> {
+    zones.iter().find(|(p, _)| p == pod).map(|(_, z)| z.clone())
 }
 
 /// The simulated durations of the file's pods, from [`DURATION_ANNOTATION`].
@@ -333,6 +344,7 @@ mod tests {
                 started: &r.started,
                 evicted: &r.evicted,
                 claims: &r.claims,
+                numa_zones: &r.numa_zones,
             })
             .expect("the simulated cluster applies every decision");
             r.decisions
