@@ -91,7 +91,7 @@ fn decisions_change_the_snapshot() {
     let (mut evicted, mut nominated) = (BTreeSet::new(), BTreeMap::new());
     assert!(apply(
         &mut snapshot,
-        (&decisions, &[]),
+        (&decisions, &[], &[]),
         120,
         &mut evicted,
         &mut nominated
@@ -124,7 +124,7 @@ fn decisions_change_the_snapshot() {
     }];
     assert!(!apply(
         &mut snapshot,
-        (&pending, &[]),
+        (&pending, &[], &[]),
         180,
         &mut evicted,
         &mut nominated
