@@ -115,6 +115,9 @@ pub struct ZoneAmount {
     pub amount: Res,
 }
 
+/// A pod (`namespace/name`) and where on its node's zones it is predicted to go.
+pub type PodZones = (String, Vec<ZoneAmount>);
+
 /// The annotation KAI's NUMA placement exporter writes: where the kubelet put the pod.
 pub const OBSERVED_ANNOTATION: &str = "kai.scheduler/numa-placement-observed";
 /// The annotation the binder writes: where the scheduler predicted the kubelet would put it.

@@ -187,7 +187,7 @@ fn apply(
     (decisions, claims, numa_zones): (
         &[Decision],
         &[crate::dra::ClaimStatus],
-        &[(String, Vec<crate::numa::ZoneAmount>)],
+        &[crate::numa::PodZones],
     ),
     now: Time,
     evicted: &mut BTreeSet<String>,

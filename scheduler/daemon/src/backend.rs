@@ -37,7 +37,7 @@ pub struct Applied<'a> {
     /// DRA claims whose status it changed (`CycleResult::claims`): a bind writes its pod's.
     pub claims: &'a [kai_scheduler::dra::ClaimStatus],
     /// Where on NUMA zones the pods it binds go (`CycleResult::numa_zones`).
-    pub numa_zones: &'a [(String, Vec<kai_scheduler::numa::ZoneAmount>)],
+    pub numa_zones: &'a [kai_scheduler::numa::PodZones],
 }
 
 /// One API call a backend made, for the metrics: what it was and what came of it.

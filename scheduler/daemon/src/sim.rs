@@ -228,7 +228,7 @@ impl Backend for SimCluster {
 
 /// The NUMA placement a cycle predicted for a pod it binds.
 fn zones_of(
-    zones: &[(String, Vec<kai_scheduler::numa::ZoneAmount>)],
+    zones: &[kai_scheduler::numa::PodZones],
     pod: &str,
 ) -> Option<Vec<kai_scheduler::numa::ZoneAmount>> {
     zones.iter().find(|(p, _)| p == pod).map(|(_, z)| z.clone())

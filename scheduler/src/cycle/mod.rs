@@ -90,7 +90,7 @@ pub struct CycleResult {
     /// (`namespace/name`, in decision order; pods that take no zone left out). The backend
     /// records it on the pods it binds (KAI: `kai.scheduler/numa-placement-predicted`), and the
     /// next snapshot charges the zones from it.
-    pub numa_zones: Vec<(String, Vec<crate::numa::ZoneAmount>)>,
+    pub numa_zones: Vec<crate::numa::PodZones>,
     /// Wall time of each step, in seconds, in the order run: `("prepare", …)` (pods grouped into
     /// jobs, the free-room index built), `("fair-share", …)`, `("allocate", …)`, then each other
     /// action that ran. Only observed, for metrics: the
