@@ -1860,6 +1860,99 @@ fn dra_claim(name: &str, pod: &str) -> Value {
 }
 
 #[test]
+fn run_with_numa_against_a_fake_api_server_records_a_pods_zones_before_binding_it() {
+    // n1's NodeResourceTopology (as NFD's topology updater publishes it): single-numa-node, two
+    // zones of 16 cores and 4 GPUs. Two Guaranteed pods of 12 cores and 2 GPUs take a zone
+    // each, each recorded on the pod before it is bound; a third fits the node but no zone.
+    let api = FakeApi::start(
+        vec![node("n1")],
+        ["first", "second", "third"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let mut pod = pending_pod(name);
+                let r = json!({ "cpu": "12", "memory": "8Gi", "nvidia.com/gpu": "2" });
+                pod["spec"]["containers"][0]["resources"] = json!({ "requests": r, "limits": r });
+                pod["status"]["qosClass"] = json!("Guaranteed");
+                pod["metadata"]["creationTimestamp"] = json!(format!("2026-01-01T00:00:0{i}Z"));
+                pod
+            })
+            .collect(),
+    );
+    let state = api.state.clone();
+    let zone = |name: &str| {
+        json!({ "name": name, "type": "Node", "resources": [
+            { "name": "cpu", "capacity": "32", "allocatable": "16", "available": "16" },
+            { "name": "memory", "capacity": "274877906944", "allocatable": "137438953472",
+              "available": "137438953472" },
+            { "name": "nvidia.com/gpu", "capacity": "4", "allocatable": "4", "available": "4" } ] })
+    };
+    state.add_other(
+        "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies",
+        json!({ "apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+                "metadata": { "name": "n1" },
+                "topologyPolicies": ["SingleNUMANodeContainerLevel"],
+                "attributes": [ { "name": "topologyManagerPolicy", "value": "single-numa-node" },
+                                { "name": "topologyManagerScope", "value": "container" } ],
+                "zones": [zone("node-0"), zone("node-1")] }),
+    );
+    let (dir, repo) = kube_setup(&api);
+    let mut daemon = Daemon::spawn(
+        dir.path(),
+        &repo,
+        &[
+            "--kubeconfig",
+            "kubeconfig",
+            "--scheduler-name",
+            "kai-scheduler",
+            "--numa",
+        ],
+    );
+    eventually("/readyz 200", || daemon.get("/readyz").0 == 200);
+    eventually("two pods are bound", || {
+        binds_of(&state, "a/first") == ["n1"] && binds_of(&state, "a/second") == ["n1"]
+    });
+    let requests = state.requests.lock().unwrap().clone();
+    let mut zones = Vec::new();
+    for pod in ["first", "second"] {
+        let path = format!("/api/v1/namespaces/a/pods/{pod}");
+        let patched = requests
+            .iter()
+            .position(|r| r.method == "PATCH" && r.path == path)
+            .expect("the pod is annotated");
+        let bound = requests
+            .iter()
+            .position(|r| r.method == "POST" && r.path == format!("{path}/binding"))
+            .unwrap();
+        assert!(
+            patched < bound,
+            "{pod}: the zones are recorded before the binding"
+        );
+        let record = requests[patched].body["metadata"]["annotations"]
+            ["kai.scheduler/numa-placement-predicted"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let record: Value = serde_json::from_str(&record).unwrap();
+        assert_eq!(record[0]["amount"]["cpu"], "12", "{record}");
+        assert_eq!(record[0]["amount"]["nvidia.com/gpu"], "2", "{record}");
+        zones.push(record[0]["zone"].as_str().unwrap().to_string());
+    }
+    zones.sort();
+    assert_eq!(zones, ["node-0", "node-1"]);
+    // The third fits n1 (64 cores, 8 GPUs, 24 cores and 4 GPUs taken) but neither zone.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(binds_of(&state, "a/third").is_empty());
+    let conditions = state.bodies("PATCH", "/api/v1/namespaces/a/pods/third/status");
+    let message = conditions
+        .last()
+        .map(|c| c["status"]["conditions"][0]["message"].to_string())
+        .unwrap_or_default();
+    assert!(message.contains("no NUMA zone with room"), "{message}");
+    drop(daemon);
+}
+
+#[test]
 fn run_against_a_fake_api_server_writes_a_dra_claims_devices_before_binding_its_pod() {
     // n1 has no device-plugin GPU; NVIDIA's DRA driver publishes one GPU on it. Two pods each
     // want one through a claim of their own: the first gets the device, its claim written

@@ -7,7 +7,7 @@
 //! Namespaces; Queues are listed from what a test puts in `queues`), a merge patch of a
 //! PodGroup (the stale mark) and of a Queue's status, a pod's `binding` subresource (recorded; the
 //! pod is then bound and a `MODIFIED` event goes out on the pod watch, as the API server does),
-//! Events, one coordination Lease, and a merge patch of a ResourceClaim's status (DRA claims
+//! Events, one coordination Lease, a merge patch of a pod's metadata, and a merge patch of a ResourceClaim's status (DRA claims
 //! served from `others`). For `--apply-queues`: Queues and PriorityClasses are
 //! listed (with an equality `labelSelector`), server-side applied (created, or their labels,
 //! annotations and fields replaced; a PriorityClass's `value` cannot change, 422, as the API
@@ -635,6 +635,36 @@ async fn handle(
                 answer(if method == Method::POST { 201 } else { 200 }, &new)
             }
             _ => answer(405, &status(405, "MethodNotAllowed", "")),
+        };
+    }
+
+    // PATCH /api/v1/namespaces/{ns}/pods/{name}: a JSON merge patch of a pod's metadata (the
+    // predicted NUMA placement); the watch is told.
+    if method == Method::PATCH
+        && parts.len() == 6
+        && parts[..2] == ["api", "v1"]
+        && parts[4] == "pods"
+    {
+        let (namespace, name) = (parts[3], parts[5]);
+        let patched = {
+            let mut pods = state.pods.lock().unwrap();
+            pods.iter_mut()
+                .find(|p| p["metadata"]["namespace"] == namespace && p["metadata"]["name"] == name)
+                .map(|p| {
+                    merge(&mut p["metadata"], &body["metadata"]);
+                    p["metadata"]["resourceVersion"] = json!(state.next_version());
+                    p.clone()
+                })
+        };
+        return match patched {
+            Some(pod) => {
+                state.pod_event("MODIFIED", &pod);
+                answer(200, &pod)
+            }
+            None => answer(
+                404,
+                &status(404, "NotFound", &format!("pods \"{name}\" not found")),
+            ),
         };
     }
 

@@ -98,6 +98,15 @@ struct RunArgs {
     /// (only objects labelled app.kubernetes.io/managed-by=kai-policy).
     #[arg(long)]
     apply_queues: bool,
+    /// NUMA alignment, as KAI's opt-in numa plugin: follow the nodes' NodeResourceTopology
+    /// objects, keep pods off nodes whose kubelet Topology Manager would refuse them, and
+    /// record each bound pod's predicted zones on it (kai.scheduler/numa-placement-predicted).
+    #[arg(long)]
+    numa: bool,
+    /// Resources NUMA alignment leaves out, comma-separated (KAI's ignoreList: `memory`
+    /// without the kubelet's Memory Manager, `cpu` without its static CPU manager).
+    #[arg(long, value_delimiter = ',', requires = "numa")]
+    numa_ignore: Vec<String>,
     /// Where the HTTP server listens (/healthz, /readyz, /policy, /pending, /metrics).
     #[arg(long, default_value = "0.0.0.0:8080")]
     listen: std::net::SocketAddr,
@@ -401,6 +410,12 @@ fn cluster_options(args: &RunArgs) -> Result<ClusterOptions, String> {
                     .to_string(),
             );
         }
+        if args.numa {
+            return Err(
+                "--numa follows a Kubernetes cluster's NodeResourceTopology objects; the simulated cluster (--cluster) aligns to those its file holds without it"
+                    .to_string(),
+            );
+        }
         if let Some((flag, _)) = lease_flags.iter().find(|(_, given)| *given) {
             return Err(format!(
                 "{flag} is for leader election in a Kubernetes cluster; the simulated cluster (--cluster) has none"
@@ -479,6 +494,13 @@ fn cluster_options(args: &RunArgs) -> Result<ClusterOptions, String> {
         instance: identity,
         limits: Limits::default(),
         apply_queues: args.apply_queues,
+        numa: args.numa.then(|| {
+            args.numa_ignore
+                .iter()
+                .map(|r| kai_scheduler::numa::normalize(r.trim()))
+                .filter(|r| !r.is_empty())
+                .collect()
+        }),
     }))
 }
 

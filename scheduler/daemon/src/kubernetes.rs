@@ -50,6 +50,8 @@ pub struct KubeOptions {
     pub limits: Limits,
     /// Server-side apply the policy's Queues and PriorityClasses (`--apply-queues`).
     pub apply_queues: bool,
+    /// NUMA alignment (`--numa`), with the resources it leaves out (`--numa-ignore`).
+    pub numa: Option<std::collections::BTreeSet<String>>,
 }
 
 /// A policy applied completely is applied again after this long, so that a hand edit of a field
@@ -180,6 +182,7 @@ impl KubeCluster {
             },
             instance: options.instance.clone(),
             limits: options.limits,
+            numa: options.numa.clone(),
         };
         let backend = runtime
             .block_on(KubeBackend::connect(config))
@@ -340,6 +343,7 @@ impl Backend for KubeCluster {
         // The backend's clock is seconds since the epoch: the marks are written as they are.
         self.backend.mark_stale(cycle.stale_marks);
         self.backend.cycle_claims(cycle.claims);
+        self.backend.cycle_numa(cycle.numa_zones);
         self.backend
             .mark_started_and_evicted(cycle.started, cycle.evicted, cycle.now);
         let sent =

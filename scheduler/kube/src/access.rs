@@ -73,6 +73,12 @@ pub const RESOURCE_CLAIMS_WATCH: Access = cluster("resource.k8s.io", "resourcecl
 /// Write a claim's allocation and consumers before its pod is bound (what KAI's binder does).
 pub const RESOURCE_CLAIM_STATUS: Access =
     cluster("resource.k8s.io", "resourceclaims/status", "patch");
+/// List NodeResourceTopology objects (NUMA zones, with `--numa`).
+pub const NRT_LIST: Access = cluster("topology.node.k8s.io", "noderesourcetopologies", "list");
+/// Watch NodeResourceTopology objects.
+pub const NRT_WATCH: Access = cluster("topology.node.k8s.io", "noderesourcetopologies", "watch");
+/// Record a pod's predicted NUMA placement on it before binding it (with `--numa`).
+pub const POD_ANNOTATE: Access = cluster("", "pods", "patch");
 /// Bind a pod to a node (the calls of a cycle, `client.rs`).
 pub const BIND: Access = cluster("", "pods/binding", "create");
 /// Evict a pod through the Eviction API.
@@ -226,6 +232,9 @@ pub const BASE: &[Access] = &[
     RESOURCE_CLAIMS_LIST,
     RESOURCE_CLAIMS_WATCH,
     RESOURCE_CLAIM_STATUS,
+    NRT_LIST,
+    NRT_WATCH,
+    POD_ANNOTATE,
     PRIORITY_CLASSES_LIST,
     PRIORITY_CLASSES_WATCH,
     POD_GROUPS_WATCH,

@@ -33,6 +33,9 @@ pub struct Config {
     pub instance: String,
     /// How hard to press on the API server.
     pub limits: Limits,
+    /// NUMA alignment (`--numa`): `Some` with the resources it leaves out (`--numa-ignore`)
+    /// follows NodeResourceTopology objects and records bound pods' predicted zones.
+    pub numa: Option<std::collections::BTreeSet<String>>,
 }
 
 /// Why the backend cannot start.
@@ -99,6 +102,8 @@ pub struct KubeBackend {
     dra_claims: BTreeMap<(String, String), serde_json::Value>,
     dra_classes: BTreeMap<String, serde_json::Value>,
     pod_uids: BTreeMap<String, String>,
+    /// The NUMA placements the next cycle's binds record (`CycleResult::numa_zones`).
+    numa_zones: BTreeMap<String, Vec<kai_scheduler::numa::ZoneAmount>>,
 }
 
 /// `namespace/name` of a PodGroup object, as decisions and calls name groups.
@@ -146,7 +151,7 @@ impl KubeBackend {
     /// A backend over an existing client (tests give one over a mock service).
     pub fn with_client(client: kube::Client, config: Config) -> KubeBackend {
         KubeBackend {
-            caches: Caches::start(client.clone()),
+            caches: Caches::start(client.clone(), config.numa.is_some()),
             sender: Sender::new(client.clone(), config.limits),
             client,
             config,
@@ -163,6 +168,34 @@ impl KubeBackend {
             dra_claims: BTreeMap::new(),
             dra_classes: BTreeMap::new(),
             pod_uids: BTreeMap::new(),
+            numa_zones: BTreeMap::new(),
+        }
+    }
+
+    /// Keeps a cycle's predicted NUMA placements (`CycleResult::numa_zones`): the next
+    /// [`KubeBackend::apply`] records each on its pod before binding it.
+    pub fn cycle_numa(&mut self, zones: &[kai_scheduler::numa::PodZones]) {
+        self.numa_zones = zones.iter().cloned().collect();
+    }
+
+    /// Puts into each bind the record of its pod's predicted NUMA placement.
+    fn give_numa(&mut self, planned: &mut [Call]) {
+        if self.config.numa.is_none() {
+            return;
+        }
+        for call in planned {
+            if let Call::Bind {
+                namespace,
+                pod,
+                numa,
+                ..
+            } = call
+            {
+                *numa = self
+                    .numa_zones
+                    .get(&format!("{namespace}/{pod}"))
+                    .map(|zones| kai_scheduler::numa::record_json(zones));
+            }
         }
     }
 
@@ -336,6 +369,9 @@ impl KubeBackend {
             })
             .collect();
         let mut read = snapshot::read(&objects, &self.config.options);
+        if let Some(ignore) = &self.config.numa {
+            read.snapshot.numa_ignore = ignore.clone();
+        }
         self.assumed
             .overlay(&mut read.snapshot, snapshot::clock(now));
         if !read.snapshot.dra.is_empty() {
@@ -383,6 +419,7 @@ impl KubeBackend {
         };
         let mut planned = calls::plan(decisions, &cx, &mut self.reported);
         self.give_claims(&mut planned);
+        self.give_numa(&mut planned);
         // Status only for Queue objects that exist: the policy's queues may not be applied yet
         // (the status of a missing object is a 404 every cycle).
         let existing = self.caches.queue_names();

@@ -44,6 +44,8 @@ pub struct Caches {
     topologies: (Store<DynamicObject>, watch::Receiver<Listing>),
     /// DRA's DeviceClasses, ResourceSlices and ResourceClaims, each with its listing.
     dra: Vec<(Store<DynamicObject>, watch::Receiver<Listing>)>,
+    /// NodeResourceTopology objects, with their listing, when NUMA alignment is on.
+    numa: Option<(Store<DynamicObject>, watch::Receiver<Listing>)>,
     owners: Vec<OwnerCache>,
     _tasks: JoinSet<()>,
 }
@@ -242,8 +244,8 @@ async fn drive<K>(
 
 impl Caches {
     /// Starts following Nodes, Pods, PodGroups, Queues, PriorityClasses and the owner kinds
-    /// cluster-wide.
-    pub fn start(client: kube::Client) -> Caches {
+    /// cluster-wide, and NodeResourceTopology objects with `numa`.
+    pub fn start(client: kube::Client, numa: bool) -> Caches {
         let mut tasks = JoinSet::new();
         Caches {
             nodes: follow(Api::all(client.clone()), "Node", &mut tasks),
@@ -298,6 +300,20 @@ impl Caches {
                 )
             })
             .collect(),
+            numa: numa.then(|| {
+                follow_dynamic(
+                    client.clone(),
+                    ApiResource::from_gvk_with_plural(
+                        &GroupVersionKind::gvk("topology.node.k8s.io", "v1alpha2", "NodeResourceTopology"),
+                        "noderesourcetopologies",
+                    ),
+                    Keep::Whole,
+                    Some(
+                        "NUMA alignment is on but no NodeResourceTopology objects can be read (install NFD's topology updater): nodes are placed on without regard to their NUMA zones",
+                    ),
+                    &mut tasks,
+                )
+            }),
             owners: access::OWNER_KINDS
                 .iter()
                 .map(|kind| follow_owner(client.clone(), kind, &mut tasks))
@@ -313,7 +329,12 @@ impl Caches {
         let (nodes, pods, groups) = (self.nodes.clone(), self.pods.clone(), self.groups.clone());
         let classes = self.priority_classes.clone();
         let mut topologies = self.topologies.1.clone();
-        let dra: Vec<_> = self.dra.iter().map(|(_, l)| l.clone()).collect();
+        let dra: Vec<_> = self
+            .dra
+            .iter()
+            .chain(&self.numa)
+            .map(|(_, l)| l.clone())
+            .collect();
         let owners: Vec<_> = self
             .owners
             .iter()
@@ -335,7 +356,10 @@ impl Caches {
                 listing
                     .wait_for(|l| *l != Listing::Pending)
                     .await
-                    .map_err(|_| "a DRA watch stopped before its first list".to_string())?;
+                    .map_err(|_| {
+                        "a DRA or NodeResourceTopology watch stopped before its first list"
+                            .to_string()
+                    })?;
             }
             for (kind, mut listing) in owners {
                 listing
@@ -397,6 +421,12 @@ impl Caches {
             },
             dra: self
                 .dra
+                .iter()
+                .filter(|(_, listing)| *listing.borrow() != Listing::Absent)
+                .flat_map(|(store, _)| store.state())
+                .collect(),
+            numa: self
+                .numa
                 .iter()
                 .filter(|(_, listing)| *listing.borrow() != Listing::Absent)
                 .flat_map(|(store, _)| store.state())

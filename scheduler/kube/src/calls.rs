@@ -44,7 +44,8 @@ pub const UNSCHEDULABLE_ON_NODE_POOL: &str = "UnschedulableOnNodePool";
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
     /// `POST /api/v1/namespaces/{ns}/pods/{pod}/binding`, after its DRA claims' status is
-    /// written (`claims`, in order; a failed one stops the bind, as in KAI's binder).
+    /// written (`claims`, in order) and its predicted NUMA placement recorded on it (`numa`);
+    /// a failed one stops the bind, as in KAI's binder.
     Bind {
         /// The pod's namespace.
         namespace: String,
@@ -54,6 +55,9 @@ pub enum Call {
         binding: Binding,
         /// Its claims' status patches.
         claims: Vec<ClaimWrite>,
+        /// Its predicted NUMA placement, as the `kai.scheduler/numa-placement-predicted`
+        /// annotation's JSON.
+        numa: Option<String>,
     },
     /// `POST /api/v1/namespaces/{ns}/pods/{pod}/eviction`.
     Evict {
@@ -558,6 +562,7 @@ pub fn bind(pod: &str, node: &str) -> Call {
             },
         },
         claims: Vec::new(),
+        numa: None,
     }
 }
 

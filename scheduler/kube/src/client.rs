@@ -206,6 +206,7 @@ impl Sender {
                 pod,
                 binding,
                 claims,
+                numa,
             } => {
                 // The claims first, as KAI's binder: a pod bound before its claims are allocated
                 // would not start.
@@ -218,6 +219,14 @@ impl Sender {
                         Api::namespaced_with(client.clone(), &namespace, &resource);
                     api.patch_status(&claim.name, &patch, &Patch::Merge(claim.patch))
                         .await?;
+                }
+                // The predicted NUMA placement next, as KAI's binder records it before binding.
+                if let Some(record) = numa {
+                    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+                    let body = serde_json::json!({"metadata": {"annotations": {
+                        kai_scheduler::numa::PREDICTED_ANNOTATION: record,
+                    }}});
+                    pods.patch(&pod, &patch, &Patch::Merge(body)).await?;
                 }
                 let body = serde_json::to_value(&binding).map_err(kube::Error::SerdeError)?;
                 create_pod_subresource(client, &namespace, &pod, "binding", body).await

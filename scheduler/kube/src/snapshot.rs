@@ -48,6 +48,8 @@ pub struct Objects {
     /// DRA's DeviceClasses, ResourceSlices and ResourceClaims (`resource.k8s.io/v1`), each
     /// with its type.
     pub dra: Vec<Arc<DynamicObject>>,
+    /// NodeResourceTopology objects (`topology.node.k8s.io/v1alpha2`), with `--numa`.
+    pub numa: Vec<Arc<DynamicObject>>,
     /// PodGroups our type cannot read: `(namespace, name, why)`. Their pending pods wait.
     pub unreadable_groups: Vec<(String, String, String)>,
     /// Objects that may own pods (ReplicaSets, Jobs, JobSets, …), each with its type.
@@ -113,6 +115,10 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
         let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
         let value = serde_json::to_value(object.as_ref()).unwrap_or(Value::Null);
         all.push(entry(kind, value, None));
+    }
+    for object in &objects.numa {
+        let value = serde_json::to_value(object.as_ref()).unwrap_or(Value::Null);
+        all.push(entry("NodeResourceTopology", value, None));
     }
     for owner in &objects.owners {
         let kind = owner.types.as_ref().map_or("", |t| t.kind.as_str());
@@ -198,8 +204,8 @@ fn typed(api_version: &str, kind: &str, object: &impl Serialize) -> Value {
 /// Binds and evictions the API server accepted that the caches may not show yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Assumed {
-    /// Pod key → the node it was bound to.
-    bound: BTreeMap<String, String>,
+    /// Pod key → the node it was bound to, and the NUMA placement recorded on it.
+    bound: BTreeMap<String, (String, Option<Vec<kai_scheduler::numa::ZoneAmount>>)>,
     /// Pods whose eviction was accepted.
     evicting: BTreeSet<String>,
     /// Claims written for bound pods: `(namespace, claim)`, the pod, and the allocation
@@ -224,9 +230,12 @@ impl Assumed {
                     pod,
                     binding,
                     claims,
+                    numa,
                 } => {
                     let node = binding.target.name.clone().unwrap_or_default();
-                    self.bound.insert(format!("{namespace}/{pod}"), node);
+                    let zones = numa.as_deref().and_then(kai_scheduler::numa::parse_record);
+                    self.bound
+                        .insert(format!("{namespace}/{pod}"), (node, zones));
                     for c in claims {
                         self.claimed.push((
                             (namespace.clone(), c.name.clone()),
@@ -252,7 +261,7 @@ impl Assumed {
             .enumerate()
             .map(|(i, p)| (p.key(), i))
             .collect();
-        self.bound.retain(|key, node| {
+        self.bound.retain(|key, (node, zones)| {
             let Some(&i) = by_key.get(key) else {
                 return false;
             };
@@ -262,6 +271,7 @@ impl Assumed {
             }
             pod.node = Some(node.clone());
             pod.started = Some(now);
+            pod.numa_zones = zones.clone().or(pod.numa_zones.take());
             true
         });
         // A claim written for a bound pod: reserved for it, allocated as written, until the

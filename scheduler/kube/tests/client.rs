@@ -170,6 +170,39 @@ async fn a_bind_writes_its_claims_status_first_and_not_at_all_when_that_fails() 
 }
 
 #[tokio::test]
+async fn a_bind_records_the_predicted_numa_zones_on_the_pod_first() {
+    let record = r#"[{"amount":{"cpu":"3"},"zone":"node-0"}]"#;
+    let mut bind = calls::bind("team-a/p0", "node-1");
+    if let Call::Bind { numa, .. } = &mut bind {
+        *numa = Some(record.to_string());
+    }
+    let pod = json!({ "apiVersion": "v1", "kind": "Pod",
+                      "metadata": { "name": "p0", "namespace": "team-a" } });
+    let (sent, seen) = exchange(vec![bind.clone()], vec![(200, pod), (201, success())]).await;
+    assert_eq!(sent[0].outcome, Outcome::Done);
+    assert_eq!(seen[0].method, Method::PATCH);
+    assert_eq!(seen[0].path, "/api/v1/namespaces/team-a/pods/p0");
+    assert_eq!(
+        seen[0].content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(
+        seen[0].body,
+        json!({ "metadata": { "annotations": {
+            "kai.scheduler/numa-placement-predicted": record } } })
+    );
+    assert_eq!(seen[1].path, "/api/v1/namespaces/team-a/pods/p0/binding");
+    // A pod that cannot be annotated is not bound.
+    let (sent, seen) = exchange(
+        vec![bind],
+        vec![(404, failure(404, "NotFound", "pods \"p0\" not found"))],
+    )
+    .await;
+    assert_ne!(sent[0].outcome, Outcome::Done);
+    assert_eq!(seen.len(), 1, "no binding is posted: {seen:?}");
+}
+
+#[tokio::test]
 async fn a_bind_that_conflicts_or_finds_the_pod_gone_is_reported_not_retried() {
     let (sent, _) = exchange(
         vec![calls::bind("ns/a", "n1"), calls::bind("ns/b", "n1")],
