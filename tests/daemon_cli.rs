@@ -1897,7 +1897,7 @@ fn run_with_numa_against_a_fake_api_server_records_a_pods_zones_before_binding_i
                 "zones": [zone("node-0"), zone("node-1")] }),
     );
     let (dir, repo) = kube_setup(&api);
-    let mut daemon = Daemon::spawn(
+    let daemon = Daemon::spawn(
         dir.path(),
         &repo,
         &[
