@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 use crate::numa::{self, PodNuma, Res, Topology, Zone};
@@ -94,7 +95,7 @@ pub fn pod_numa(spec: &PodSpec, status: Option<&PodStatus>) -> Option<PodNuma> {
     };
     let request = |c: &Container| -> Res {
         let mut out = Res::new();
-        for (name, q) in c.resources.iter().flat_map(|r| r.requests.iter().flatten()) {
+        for (name, q) in asked(c) {
             let Some(mut amount) = numa::quantity(name, &q.0) else {
                 continue;
             };
@@ -111,7 +112,7 @@ pub fn pod_numa(spec: &PodSpec, status: Option<&PodStatus>) -> Option<PodNuma> {
         .containers
         .iter()
         .chain(spec.init_containers.iter().flatten())
-        .flat_map(|c| c.resources.iter().flat_map(|r| r.requests.iter().flatten()))
+        .flat_map(asked)
         .any(|(name, _)| !numa::qos_gated(name));
     if !guaranteed && !asks_device {
         return None;
@@ -184,6 +185,22 @@ fn guaranteed(spec: &PodSpec) -> bool {
                 }
             })
         })
+}
+
+/// What a container asks: its requests, and its limits where it sets no request (the API
+/// server's defaulting, which the rest of ingest follows too).
+fn asked(c: &Container) -> Vec<(&String, &Quantity)> {
+    let Some(r) = c.resources.as_ref() else {
+        return Vec::new();
+    };
+    let requests = r.requests.as_ref();
+    let mut out: Vec<(&String, &Quantity)> = requests.into_iter().flatten().collect();
+    for (name, q) in r.limits.iter().flatten() {
+        if requests.is_none_or(|req| !req.contains_key(name)) {
+            out.push((name, q));
+        }
+    }
+    out
 }
 
 fn add(into: &mut Res, r: &Res) {

@@ -1162,3 +1162,98 @@ spec:
         Some("spec.devices.constraints (matchAttribute)")
     );
 }
+
+#[test]
+fn node_resource_topologies_give_nodes_zones_and_pods_their_numa_requests() {
+    // An older NFD: no attributes, the deprecated policy list only; zones listed out of order,
+    // a socket zone beside them.
+    let file = parse(
+        r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "64", memory: 256Gi, nvidia.com/gpu: "4"}}
+---
+apiVersion: topology.node.k8s.io/v1alpha2
+kind: NodeResourceTopology
+metadata: {name: n1}
+topologyPolicies: ["RestrictedPodLevel"]
+zones:
+- {name: socket-0, type: Socket}
+- name: node-1
+  type: Node
+  resources: [{name: cpu, allocatable: "30", available: "2"}, {name: nvidia.com/gpu, allocatable: "2", available: "2"}]
+- name: node-0
+  type: Node
+  resources: [{name: cpu, allocatable: "30", available: "30"}, {name: nvidia.com/gpu, allocatable: "2", available: "1"}]
+---
+apiVersion: topology.node.k8s.io/v1alpha2
+kind: NodeResourceTopology
+metadata: {name: gone}
+zones: [{name: node-0, type: Node}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: guaranteed
+  annotations:
+    kai.scheduler/numa-placement-observed: 'not json'
+    kai.scheduler/numa-placement-predicted: '[{"zone":"node-1","amount":{"cpu":"4"}}]'
+spec:
+  nodeName: n1
+  initContainers:
+  - {name: proxy, restartPolicy: Always, resources: {requests: {cpu: 1500m, memory: 1Gi}, limits: {cpu: 1500m, memory: 1Gi}}}
+  - {name: fetch, resources: {requests: {cpu: "8", memory: 1Gi}, limits: {cpu: "8", memory: 1Gi}}}
+  containers:
+  - {name: main, resources: {requests: {cpu: "4", memory: 8Gi, nvidia.com/gpu: "1"}, limits: {cpu: "4", memory: 8Gi, nvidia.com/gpu: "1"}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: burstable-gpu}
+spec:
+  schedulerName: kai-scheduler
+  containers:
+  - {name: main, resources: {requests: {cpu: "4"}, limits: {nvidia.com/gpu: "1"}}}
+status: {qosClass: Burstable}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: burstable-cpu}
+spec:
+  schedulerName: kai-scheduler
+  containers:
+  - {name: main, resources: {requests: {cpu: "4"}}}
+"#,
+    );
+    let n1 = file.snapshot.nodes[0]
+        .numa
+        .as_deref()
+        .expect("n1 has zones");
+    assert_eq!(n1.policy, crate::numa::Policy::Restricted);
+    assert_eq!(n1.scope, crate::numa::Scope::Pod);
+    let zones: Vec<&str> = n1.zones.iter().map(|z| z.name.as_str()).collect();
+    assert_eq!(zones, ["node-0", "node-1"]);
+    assert_eq!(n1.zones[0].allocatable["cpu"], 30_000);
+    assert_eq!(n1.zones[0].available["gpu"], 1);
+    assert_eq!(n1.names["gpu"], "nvidia.com/gpu");
+    let pod = |name: &str| file.snapshot.pods.iter().find(|p| p.name == name).unwrap();
+    // No status: Guaranteed from requests equal to limits. The sidecar's 1500m stays in the
+    // shared pool; the init container (8) runs alone beside it, the app (4) after: the pod
+    // asks max(8, 4) whole CPUs.
+    let g = pod("guaranteed");
+    let numa = g.constraints.numa.as_deref().unwrap();
+    assert!(numa.guaranteed);
+    assert_eq!(numa.pod["cpu"], 8_000);
+    assert_eq!(numa.pod["gpu"], 1);
+    // Memory: the app's 8Gi beside the sidecar's 1Gi, above the init container's 1Gi + 1Gi.
+    assert_eq!(numa.pod["memory"], 9 << 30);
+    assert_eq!(numa.concurrent.len(), 2);
+    assert_eq!(numa.concurrent[0]["cpu"], 0);
+    assert_eq!(numa.serial[0]["cpu"], 8_000);
+    // The observed record is malformed: the predicted one is read.
+    assert_eq!(g.numa_zones.as_ref().unwrap()[0].zone, "node-1");
+    // Burstable: only its GPU is aligned; asking only CPU, nothing is.
+    let b = pod("burstable-gpu").constraints.numa.as_deref().unwrap();
+    assert!(!b.guaranteed);
+    assert!(pod("burstable-cpu").constraints.numa.is_none());
+}
