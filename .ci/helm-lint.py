@@ -29,6 +29,7 @@ VARIANTS = {
             "credentialsSecret": "policy-git",
         },
         "applyQueues": True,
+        "numa": {"enabled": True, "ignore": ["memory"]},
         "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "control-plane", "operator": "Exists"}],

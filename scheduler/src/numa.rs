@@ -365,11 +365,19 @@ impl Topology {
     /// A recorded placement by zone index, `None` when it names a zone the node does not have
     /// (KAI drops such a record whole: part of it would credit too little).
     pub fn indexed(&self, record: &[ZoneAmount]) -> Option<Placement> {
+        // Only what the zones report is charged (KAI projects a record onto the resources the
+        // topology is aware of).
+        let aware = self.aware();
         let mut out: Placement = record
             .iter()
             .map(|za| {
                 let z = self.zones.iter().position(|z| z.name == za.zone)?;
-                let amount = za.amount.iter().map(|(k, v)| (normalize(k), *v)).collect();
+                let amount = za
+                    .amount
+                    .iter()
+                    .map(|(k, v)| (normalize(k), (*v).max(0)))
+                    .filter(|(k, _)| aware.contains(k.as_str()))
+                    .collect();
                 Some((z, amount))
             })
             .collect::<Option<_>>()?;
@@ -409,11 +417,21 @@ pub fn parse_record(text: &str) -> Option<Vec<ZoneAmount>> {
         .iter()
         .map(|item| {
             let zone = item.get("zone")?.as_str()?.to_string();
-            let amount = item
-                .get("amount")?
-                .as_object()?
+            let empty = serde_json::Map::new();
+            let amount = match item.get("amount") {
+                None | Some(serde_json::Value::Null) => &empty,
+                Some(a) => a.as_object()?,
+            };
+            let amount = amount
                 .iter()
-                .map(|(name, q)| Some((name.clone(), quantity(name, q.as_str()?)?)))
+                .map(|(name, q)| {
+                    let text = match q {
+                        serde_json::Value::String(s) => s.clone(),
+                        serde_json::Value::Number(n) => n.to_string(),
+                        _ => return None,
+                    };
+                    Some((name.clone(), quantity(name, &text)?.max(0)))
+                })
                 .collect::<Option<Res>>()?;
             Some(ZoneAmount { zone, amount })
         })

@@ -204,6 +204,8 @@ fn apply(
         .map(|(i, p)| (p.key(), i))
         .collect();
     let mut gone = BTreeSet::new();
+    let zones: BTreeMap<&str, &Vec<crate::numa::ZoneAmount>> =
+        numa_zones.iter().map(|(p, z)| (p.as_str(), z)).collect();
     for decision in decisions {
         match decision {
             Decision::Evict { pod, reason, .. } => {
@@ -213,7 +215,7 @@ fn apply(
                 match reason {
                     EvictReason::Consolidate { to_node, .. } => {
                         snapshot.pods[i].move_to(to_node, now);
-                        snapshot.pods[i].numa_zones = None;
+                        snapshot.pods[i].numa_zones = zones.get(pod.as_str()).map(|z| (*z).clone());
                         crate::dra::bind(&mut snapshot.dra, &snapshot.pods[i], claims);
                     }
                     _ => {
@@ -229,10 +231,7 @@ fn apply(
                 p.node = Some(node.clone());
                 p.started = Some(now);
                 // The binder's record of the predicted NUMA placement.
-                p.numa_zones = numa_zones
-                    .iter()
-                    .find(|(key, _)| key == pod)
-                    .map(|(_, z)| z.clone());
+                p.numa_zones = zones.get(pod.as_str()).map(|z| (*z).clone());
                 nominated.remove(pod);
                 crate::dra::bind(&mut snapshot.dra, &snapshot.pods[i], claims);
             }

@@ -192,6 +192,12 @@ impl Backend for SimCluster {
             .enumerate()
             .map(|(i, p)| (p.key(), i))
             .collect();
+        let zones: HashMap<&str, &Vec<kai_scheduler::numa::ZoneAmount>> = cycle
+            .numa_zones
+            .iter()
+            .map(|(p, z)| (p.as_str(), z))
+            .collect();
+        let zones_of = |pod: &str| zones.get(pod).map(|z| (*z).clone());
         for decision in decisions {
             match decision {
                 Decision::Bind { pod, node } => {
@@ -200,7 +206,7 @@ impl Backend for SimCluster {
                         p.node = Some(node.clone());
                         p.started = Some(now);
                         // The binder's record of the predicted NUMA placement.
-                        p.numa_zones = zones_of(cycle.numa_zones, pod);
+                        p.numa_zones = zones_of(pod);
                         dra::bind(&mut self.world.dra, &self.world.pods[i], cycle.claims);
                     }
                 }
@@ -209,7 +215,7 @@ impl Backend for SimCluster {
                     let p = &mut self.world.pods[i];
                     if let EvictReason::Consolidate { to_node, .. } = reason {
                         p.move_to(to_node, now);
-                        p.numa_zones = None;
+                        p.numa_zones = zones_of(pod);
                         dra::release(&mut self.world.dra, &self.world.pods[i]);
                         dra::bind(&mut self.world.dra, &self.world.pods[i], cycle.claims);
                     } else if !p.terminating {
@@ -224,14 +230,6 @@ impl Backend for SimCluster {
         }
         Ok(Vec::new())
     }
-}
-
-/// The NUMA placement a cycle predicted for a pod it binds.
-fn zones_of(
-    zones: &[kai_scheduler::numa::PodZones],
-    pod: &str,
-) -> Option<Vec<kai_scheduler::numa::ZoneAmount>> {
-    zones.iter().find(|(p, _)| p == pod).map(|(_, z)| z.clone())
 }
 
 /// The simulated durations of the file's pods, from [`DURATION_ANNOTATION`].

@@ -232,9 +232,6 @@ pub const BASE: &[Access] = &[
     RESOURCE_CLAIMS_LIST,
     RESOURCE_CLAIMS_WATCH,
     RESOURCE_CLAIM_STATUS,
-    NRT_LIST,
-    NRT_WATCH,
-    POD_ANNOTATE,
     PRIORITY_CLASSES_LIST,
     PRIORITY_CLASSES_WATCH,
     POD_GROUPS_WATCH,
@@ -248,6 +245,9 @@ pub const BASE: &[Access] = &[
     LEASE_CREATE,
     LEASE_UPDATE,
 ];
+
+/// What `--numa` needs beyond [`all`]; the chart grants it only when `numa.enabled` is on.
+pub const NUMA: &[Access] = &[NRT_LIST, NRT_WATCH, POD_ANNOTATE];
 
 /// What `--apply-queues` needs beyond [`all`]; the chart grants it only when `applyQueues` is on.
 pub const APPLY: &[Access] = &[

@@ -1,7 +1,7 @@
 //! The backend the daemon drives: connect, take a snapshot each cycle, apply the cycle's
 //! decisions. Leader election runs beside it as its own task ([`KubeBackend::elect`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -178,11 +178,21 @@ impl KubeBackend {
         self.numa_zones = zones.iter().cloned().collect();
     }
 
-    /// Puts into each bind the record of its pod's predicted NUMA placement.
+    /// Puts into each bind the record of its pod's predicted NUMA placement, or, for a pod
+    /// with no prediction that carries one (a bind that failed left it), its removal: a stale
+    /// record would be charged on whatever node the pod is bound to.
     fn give_numa(&mut self, planned: &mut [Call]) {
         if self.config.numa.is_none() {
             return;
         }
+        let stale: BTreeSet<String> = self
+            .last
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| p.node.is_none() && p.numa_zones.is_some())
+            .map(|p| p.key())
+            .collect();
         for call in planned {
             if let Call::Bind {
                 namespace,
@@ -191,10 +201,12 @@ impl KubeBackend {
                 ..
             } = call
             {
-                *numa = self
-                    .numa_zones
-                    .get(&format!("{namespace}/{pod}"))
-                    .map(|zones| kai_scheduler::numa::record_json(zones));
+                let key = format!("{namespace}/{pod}");
+                *numa = match self.numa_zones.get(&key) {
+                    Some(zones) => Some(kai_scheduler::numa::record_json(zones).into()),
+                    None if stale.contains(&key) => Some(serde_json::Value::Null),
+                    None => None,
+                };
             }
         }
     }

@@ -56,8 +56,8 @@ pub enum Call {
         /// Its claims' status patches.
         claims: Vec<ClaimWrite>,
         /// Its predicted NUMA placement, as the `kai.scheduler/numa-placement-predicted`
-        /// annotation's JSON.
-        numa: Option<String>,
+        /// annotation's value (a JSON string; `null`: remove a stale one).
+        numa: Option<Value>,
     },
     /// `POST /api/v1/namespaces/{ns}/pods/{pod}/eviction`.
     Evict {

@@ -222,6 +222,7 @@ impl Sender {
                 }
                 // The predicted NUMA placement next, as KAI's binder records it before binding.
                 if let Some(record) = numa {
+                    // `null` removes a prediction a bind that failed left behind.
                     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
                     let body = serde_json::json!({"metadata": {"annotations": {
                         kai_scheduler::numa::PREDICTED_ANNOTATION: record,

@@ -233,7 +233,10 @@ impl Assumed {
                     numa,
                 } => {
                     let node = binding.target.name.clone().unwrap_or_default();
-                    let zones = numa.as_deref().and_then(kai_scheduler::numa::parse_record);
+                    let zones = numa
+                        .as_ref()
+                        .and_then(|v| v.as_str())
+                        .and_then(kai_scheduler::numa::parse_record);
                     self.bound
                         .insert(format!("{namespace}/{pod}"), (node, zones));
                     for c in claims {
@@ -271,7 +274,7 @@ impl Assumed {
             }
             pod.node = Some(node.clone());
             pod.started = Some(now);
-            pod.numa_zones = zones.clone().or(pod.numa_zones.take());
+            pod.numa_zones = zones.clone();
             true
         });
         // A claim written for a bound pod: reserved for it, allocated as written, until the

@@ -14,14 +14,16 @@ fn chart() -> PathBuf {
 
 /// The RBAC template's documents, with the lines that hold template expressions (names, labels,
 /// namespaces) left out; a rule never holds one, which the test checks first. Each comes with
-/// whether it is rendered only with `applyQueues` on.
-fn rbac_documents() -> Vec<(Value, bool)> {
+/// the value it is rendered only with (`applyQueues`, `numa.enabled`), if any.
+fn rbac_documents() -> Vec<(Value, Option<&'static str>)> {
     let text = std::fs::read_to_string(chart().join("templates/rbac.yaml")).unwrap();
     let mut documents = Vec::new();
     for document in text.split("\n---\n") {
         let mut in_rules = false;
         let mut kept = Vec::new();
-        let apply_only = document.contains("{{- if .Values.applyQueues }}");
+        let only = ["applyQueues", "numa.enabled"]
+            .into_iter()
+            .find(|v| document.contains(&format!("{{{{- if .Values.{v} }}}}")));
         for line in document.lines() {
             if line.starts_with("rules:") {
                 in_rules = true;
@@ -34,20 +36,17 @@ fn rbac_documents() -> Vec<(Value, bool)> {
             }
             kept.push(line);
         }
-        documents.push((
-            serde_saphyr::from_str(&kept.join("\n")).unwrap(),
-            apply_only,
-        ));
+        documents.push((serde_saphyr::from_str(&kept.join("\n")).unwrap(), only));
     }
     documents
 }
 
-/// What the rendered rules grant, one permission per (group, resource, verb): with
-/// `apply_queues`, the documents rendered only when `applyQueues` is on, else the others.
-fn granted(apply_queues: bool) -> BTreeSet<(String, String, String, bool)> {
+/// What the rendered rules grant, one permission per (group, resource, verb): the documents
+/// rendered only when the value `only` is on, or (`None`) those rendered always.
+fn granted(only: Option<&str>) -> BTreeSet<(String, String, String, bool)> {
     let mut out = BTreeSet::new();
-    for (doc, apply_only) in rbac_documents() {
-        if apply_only != apply_queues {
+    for (doc, when) in rbac_documents() {
+        if when != only {
             continue;
         }
         let kind = doc["kind"].as_str().unwrap_or("");
@@ -87,25 +86,30 @@ fn key(a: &Access) -> (String, String, String, bool) {
 
 #[test]
 fn rbac_grants_exactly_the_permissions_the_code_uses() {
-    for (list, apply_queues) in [(access::all(), false), (access::APPLY.to_vec(), true)] {
+    for (list, only) in [
+        (access::all(), None),
+        (access::APPLY.to_vec(), Some("applyQueues")),
+        (access::NUMA.to_vec(), Some("numa.enabled")),
+    ] {
         let used: BTreeSet<_> = list.iter().map(key).collect();
-        let granted = granted(apply_queues);
+        let granted = granted(only);
         let missing: Vec<_> = used.difference(&granted).collect();
         let extra: Vec<_> = granted.difference(&used).collect();
         assert!(
             missing.is_empty(),
-            "applyQueues {apply_queues}: the chart does not grant {missing:?}"
+            "{only:?}: the chart does not grant {missing:?}"
         );
         assert!(
             extra.is_empty(),
-            "applyQueues {apply_queues}: the chart grants what the code never uses: {extra:?}"
+            "{only:?}: the chart grants what the code never uses: {extra:?}"
         );
     }
 }
 
 #[test]
 fn rbac_has_no_wildcard_and_binds_no_built_in_role() {
-    for (group, resource, verb, _) in granted(false).into_iter().chain(granted(true)) {
+    let every = [None, Some("applyQueues"), Some("numa.enabled")];
+    for (group, resource, verb, _) in every.into_iter().flat_map(granted) {
         assert!(
             ![&group, &resource, &verb].iter().any(|s| s.contains('*')),
             "{group} {resource} {verb}"
@@ -124,7 +128,12 @@ fn rbac_has_no_wildcard_and_binds_no_built_in_role() {
 #[test]
 fn every_kind_of_call_needs_a_permission_of_the_list() {
     use kai_scheduler_kube::calls::{self, Call, Managed};
-    let list: BTreeSet<_> = access::all().iter().chain(access::APPLY).map(key).collect();
+    let list: BTreeSet<_> = access::all()
+        .iter()
+        .chain(access::APPLY)
+        .chain(access::NUMA)
+        .map(key)
+        .collect();
     let patch = serde_json::json!({});
     let every = [
         calls::bind("ns/p", "n"),

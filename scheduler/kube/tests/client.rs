@@ -174,7 +174,7 @@ async fn a_bind_records_the_predicted_numa_zones_on_the_pod_first() {
     let record = r#"[{"amount":{"cpu":"3"},"zone":"node-0"}]"#;
     let mut bind = calls::bind("team-a/p0", "node-1");
     if let Call::Bind { numa, .. } = &mut bind {
-        *numa = Some(record.to_string());
+        *numa = Some(record.into());
     }
     let pod = json!({ "apiVersion": "v1", "kind": "Pod",
                       "metadata": { "name": "p0", "namespace": "team-a" } });

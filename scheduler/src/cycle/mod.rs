@@ -86,9 +86,10 @@ pub struct CycleResult {
     /// The DRA claims whose status the cycle changes: devices allocated to the claims of pods
     /// it places, freed from claims no pod uses any more, and the pods reserving them.
     pub claims: Vec<crate::dra::ClaimStatus>,
-    /// Where on its node's NUMA zones each pod the cycle binds or nominates is predicted to go
-    /// (`namespace/name`, in decision order; pods that take no zone left out). The backend
-    /// records it on the pods it binds (KAI: `kai.scheduler/numa-placement-predicted`), and the
+    /// Where on its node's NUMA zones each pod the cycle binds, nominates or moves
+    /// (consolidation) is predicted to go (`namespace/name`, in decision order; pods that take
+    /// no zone left out). The backend records it on the pods it binds (KAI:
+    /// `kai.scheduler/numa-placement-predicted`; KAI records no nominated pod's zones), and the
     /// next snapshot charges the zones from it.
     pub numa_zones: Vec<crate::numa::PodZones>,
     /// Wall time of each step, in seconds, in the order run: `("prepare", …)` (pods grouped into
@@ -364,9 +365,13 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             .decisions
             .iter()
             .filter_map(|d| match d {
-                Decision::Bind { pod, .. } | Decision::Nominate { pod, .. } => {
-                    Some((pod.clone(), numa.placement(pod)?))
-                }
+                Decision::Bind { pod, .. }
+                | Decision::Nominate { pod, .. }
+                | Decision::Evict {
+                    pod,
+                    reason: crate::decision::EvictReason::Consolidate { .. },
+                    ..
+                } => Some((pod.clone(), numa.placement(pod)?)),
                 _ => None,
             })
             .collect(),

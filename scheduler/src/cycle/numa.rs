@@ -1,8 +1,9 @@
 //! NUMA zones through a cycle, as KAI's `numa` plugin keeps them (`plugins/numa/numa.go`,
-//! `reconstruct.go`): each zone's free room is its allocatable less the recorded placements of
-//! the pods that hold resources there (terminating pods excluded, as KAI's
-//! `IsActiveAllocatedStatus` excludes releasing ones); a pod placed on a node with zones takes
-//! the zones the kubelet would give it, and gives them back when it is taken off.
+//! `reconstruct.go`, `seed_placements.go`, and `framework/statement.go`'s undo): each zone's
+//! free room is its allocatable less the recorded placements of the pods that hold resources
+//! there (terminating pods excluded, as KAI's `IsActiveAllocatedStatus` excludes releasing
+//! ones); a pod placed on a node with zones takes the zones the kubelet would give it, and
+//! gives them back when it is taken off.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -12,14 +13,17 @@ use crate::numa::{Placement, Res, Topology, ZoneAmount};
 /// The zones' free room, and where each pod placed on them is.
 #[derive(Debug, Clone)]
 pub(crate) struct NumaState<'s> {
+    nodes: &'s [crate::cluster::Node],
     /// Per node, its topology when placements there are charged (a policy other than `none`).
     charged: Vec<Option<&'s Topology>>,
     /// Per node, the free room of each zone.
     free: Vec<Vec<Res>>,
-    /// Pods holding zones (`namespace/name`): node and placement.
+    /// Pods holding zones they give back when taken off (`namespace/name`): node and
+    /// placement.
     held: HashMap<String, (usize, Placement)>,
-    /// Pods taken off zones this cycle: where they were.
-    left: HashMap<String, (usize, Placement)>,
+    /// The zones each bound pod NUMA concerns held when the cycle began (its record): what it
+    /// holds again when it is put back on its node (KAI's undo restores the placement saved).
+    home: HashMap<String, Placement>,
     ignore: &'s BTreeSet<String>,
     /// The most zones a node has (KAI's `maxZones`): the span assumed on a node without zones.
     max_zones: usize,
@@ -30,6 +34,9 @@ pub(crate) struct NumaState<'s> {
 /// A NUMA score: the higher the better, 0 where the pod cannot be aligned (KAI's
 /// `scores.Numa / span`, in units that keep spans apart).
 pub(crate) type Score = u32;
+
+/// The score of a node that holds the pod in one zone: none is better.
+pub(crate) const BEST: Score = 720_720;
 
 impl<'s> NumaState<'s> {
     /// The zones of a snapshot's nodes, with what its pods' records take; `None` when no node
@@ -58,10 +65,11 @@ impl<'s> NumaState<'s> {
             .filter(|r| !crate::numa::qos_gated(r) && !snapshot.numa_ignore.contains(*r))
             .collect();
         let mut state = NumaState {
+            nodes: &snapshot.nodes,
             charged,
             free,
             held: HashMap::new(),
-            left: HashMap::new(),
+            home: HashMap::new(),
             ignore: &snapshot.numa_ignore,
             max_zones: snapshot
                 .nodes
@@ -84,11 +92,24 @@ impl<'s> NumaState<'s> {
             ) else {
                 continue;
             };
-            let Some(placement) = state.charged[node].and_then(|t| t.indexed(record)) else {
+            let Some(topology) = state.charged[node] else {
                 continue;
             };
+            let Some(placement) = topology.indexed(record) else {
+                continue;
+            };
+            // Every record is charged (`reconstructNodeAvailable`), but only a pod NUMA
+            // concerns gives its zones back when taken off (`seedPlacements` seeds only those).
             state.charge(node, &placement, -1);
-            state.held.insert(pod.key(), (node, placement));
+            let concerned = pod
+                .constraints
+                .numa
+                .as_deref()
+                .is_some_and(|n| topology.charges(n, &snapshot.numa_ignore));
+            if concerned {
+                state.home.insert(pod.key(), placement.clone());
+                state.held.insert(pod.key(), (node, placement));
+            }
         }
         Some(state)
     }
@@ -98,7 +119,8 @@ impl<'s> NumaState<'s> {
         for (z, amount) in placement {
             if let Some(zone) = zones.get_mut(*z) {
                 for (name, v) in amount {
-                    *zone.entry(name.clone()).or_default() += sign * v;
+                    let free = zone.entry(name.clone()).or_default();
+                    *free = free.saturating_add(v.saturating_mul(sign));
                 }
             }
         }
@@ -128,23 +150,35 @@ impl<'s> NumaState<'s> {
         }
     }
 
-    /// Places the pod's aligned requests on the node's zones (nothing when they do not
-    /// concern it, or when a `best-effort` node's zones cannot cover them: KAI charges nothing
-    /// then). A pod put back on the node it was taken off this cycle takes the zones it had
-    /// when they are free (KAI's undo restores the placement it saved), else the zones the
-    /// kubelet would give it now (KAI stamps a re-placed victim afresh), else, when no zone
-    /// will do (an undo made before the pod that took its zones gives them back), its old
-    /// zones, overdrawn until that pod leaves.
+    /// Places the pod's aligned requests on the node's zones: the zones the kubelet would give
+    /// it now (KAI stamps every placement afresh), nothing when they do not concern it or when
+    /// a `best-effort` node's zones cannot cover them (KAI charges nothing then). A bound pod
+    /// put back on its own node holds what it held when the cycle began (KAI's undo restores
+    /// the saved placement; nothing, for a pod that held none): its recorded zones when they
+    /// are free, else the zones the kubelet would give it now (a victim whose zone its
+    /// preemptor took, placed again), else, when no zone will do (an undo made before the pod
+    /// that took its zones gives them back), its recorded zones, overdrawn until that pod
+    /// leaves.
     pub fn take(&mut self, node: usize, pod: &Pod) {
-        let key = pod.key();
-        let before = self.left.remove(&key).filter(|(n, _)| *n == node);
-        let Some(fresh) = self.solve(node, pod) else {
+        if pod.constraints.numa.is_none() {
             return;
-        };
-        let placement = match before {
-            Some((_, old)) if self.holds(node, &old) => old,
-            Some((_, old)) => fresh.unwrap_or(old),
-            None => fresh.unwrap_or_default(),
+        }
+        let key = pod.key();
+        let placement = if pod.node.as_deref() == Some(self.nodes[node].name.as_str()) {
+            let Some(home) = self.home.get(&key) else {
+                return;
+            };
+            if self.holds(node, home) {
+                home.clone()
+            } else {
+                let fresh = self.solve(node, pod).flatten();
+                fresh.unwrap_or_else(|| self.home[&key].clone())
+            }
+        } else {
+            let Some(fresh) = self.solve(node, pod) else {
+                return;
+            };
+            fresh.unwrap_or_default()
         };
         self.charge(node, &placement, -1);
         self.held.insert(key, (node, placement));
@@ -163,13 +197,11 @@ impl<'s> NumaState<'s> {
 
     /// Gives back the zones the pod took.
     pub fn release(&mut self, pod: &Pod) {
-        if self.held.is_empty() {
+        if self.held.is_empty() || pod.constraints.numa.is_none() {
             return;
         }
-        let key = pod.key();
-        if let Some((node, placement)) = self.held.remove(&key) {
+        if let Some((node, placement)) = self.held.remove(&pod.key()) {
             self.charge(node, &placement, 1);
-            self.left.insert(key, (node, placement));
         }
     }
 
@@ -204,7 +236,7 @@ impl<'s> NumaState<'s> {
             (Some(_), Some(Some(p))) => p.len().max(1),
         };
         // 720720 is divisible by every span up to 16, so equal ratios compare equal.
-        (720_720 / span.max(1)) as Score
+        BEST / span.max(1) as Score
     }
 
     /// Where a pod placed this cycle went, by zone name (`None`: it holds no zones).

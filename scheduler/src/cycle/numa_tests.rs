@@ -180,3 +180,142 @@ fn node_order_prefers_the_node_that_takes_fewer_zones() {
     ]);
     assert_eq!(binds(&r), [("a/p".to_string(), "n-b".to_string())]);
 }
+
+// What a cycle takes off and puts back leaves the zones as they were (KAI's statement undo
+// restores each pod's saved placement, `framework/statement.go`); the cases the review of the
+// first cut found drifting.
+
+/// `line` added under the object's `name:`.
+fn with_meta(p: String, name: &str, line: &str) -> String {
+    p.replacen(
+        &format!("  name: {name}\n"),
+        &format!("  name: {name}\n  {line}\n"),
+        1,
+    )
+}
+
+fn snapshot(objects: &[String]) -> crate::cluster::Snapshot {
+    let policy = policy(TEAM);
+    parse_cluster(
+        "cluster.yaml",
+        &objects.join("---\n"),
+        &Options::for_policy(&policy),
+    )
+    .unwrap()
+    .snapshot
+}
+
+#[test]
+fn a_terminating_pod_put_back_after_a_failed_pipeline_holds_no_zone() {
+    // t is leaving node-0 (16 cores) and charged nowhere. p (3 GPUs) fits no zone: its try to
+    // pipeline onto t takes t off and puts it back. q1 and q2 then take a zone each.
+    let t = with_meta(
+        pod("t", "16", 0, Some(("n1", "[]"))),
+        "t",
+        "deletionTimestamp: \"2026-11-27T06:00:00Z\"",
+    );
+    let at = |name: &str, minute: u32| {
+        with_meta(
+            pod(
+                name,
+                if name == "p" { "12" } else { "14" },
+                if name == "p" { 3 } else { 2 },
+                None,
+            ),
+            name,
+            &format!("creationTimestamp: \"2026-11-27T05:0{minute}:00Z\""),
+        )
+    };
+    let r = run(&[
+        node("n1", "single-numa-node"),
+        t,
+        at("p", 0),
+        at("q1", 1),
+        at("q2", 2),
+    ]);
+    let mut bound: Vec<String> = binds(&r).into_iter().map(|(p, _)| p).collect();
+    bound.sort();
+    assert_eq!(bound, ["a/q1", "a/q2"]);
+}
+
+#[test]
+fn a_pod_put_back_holds_the_zones_it_held_and_none_when_it_held_none() {
+    let record = r#"[{"zone":"node-1","amount":{"cpu":"4","hugepages-2Mi":"4Mi"}}]"#;
+    let s = snapshot(&[
+        node("n1", "single-numa-node"),
+        node("n2", "single-numa-node"),
+        pod("r", "4", 0, Some(("n1", record))),
+        pod("u", "16", 0, Some(("n1", "[]"))),
+    ]);
+    let mut numa = super::numa::NumaState::new(&s).unwrap();
+    let (n1, n2) = (0, 1);
+    let r = s.pods.iter().find(|p| p.name == "r").unwrap();
+    let u = s.pods.iter().find(|p| p.name == "u").unwrap();
+    // A resource the zones do not report (hugepages here) is not charged: nothing overdrawn.
+    assert!(!numa.overdrawn(n1));
+    // r is taken off, tried on n2, taken off again and put back: on its recorded zone.
+    numa.release(r);
+    numa.take(n2, r);
+    numa.release(r);
+    numa.take(n1, r);
+    assert_eq!(numa.placement("a/r").unwrap()[0].zone, "node-1");
+    // u held no zone (no record): put back, it holds none.
+    numa.release(u);
+    numa.take(n1, u);
+    assert!(numa.placement("a/u").is_none());
+    assert!(!numa.overdrawn(n1));
+}
+
+#[test]
+fn a_pod_placed_again_takes_the_lowest_zone_that_fits_not_its_last() {
+    // KAI stamps every placement afresh: p, placed on node-1 beside q and released with it,
+    // goes to node-0 when placed alone.
+    let s = snapshot(&[
+        node("n1", "single-numa-node"),
+        pod("q", "14", 2, None),
+        pod("p", "4", 0, None),
+    ]);
+    let mut numa = super::numa::NumaState::new(&s).unwrap();
+    let q = s.pods.iter().find(|p| p.name == "q").unwrap();
+    let p = s.pods.iter().find(|p| p.name == "p").unwrap();
+    numa.take(0, q);
+    numa.take(0, p);
+    assert_eq!(numa.placement("a/p").unwrap()[0].zone, "node-1");
+    numa.release(p);
+    numa.release(q);
+    numa.take(0, p);
+    assert_eq!(numa.placement("a/p").unwrap()[0].zone, "node-0");
+}
+
+#[test]
+fn a_record_numa_does_not_concern_stays_charged_through_an_undo() {
+    // b is Burstable and asks no device: its record is charged (KAI rebuilds the zones from
+    // every record) but it gives nothing back when taken off (KAI seeds no placement for it).
+    let record = r#"[{"zone":"node-0","amount":{"cpu":"16"}}]"#;
+    let b = pod("b", "16", 0, Some(("n1", record)))
+        .replace("qosClass: Guaranteed", "qosClass: Burstable")
+        .replace(
+            "nvidia.com/gpu: \"0\"",
+            "nvidia.com/gpu: \"0\", ephemeral-storage: 1Gi",
+        );
+    let s = snapshot(&[node("n1", "single-numa-node"), b, pod("g", "16", 0, None)]);
+    let mut numa = super::numa::NumaState::new(&s).unwrap();
+    let b = s.pods.iter().find(|p| p.name == "b").unwrap();
+    let g = s.pods.iter().find(|p| p.name == "g").unwrap();
+    numa.release(b);
+    numa.take(0, b);
+    numa.take(0, g);
+    assert_eq!(numa.placement("a/g").unwrap()[0].zone, "node-1");
+}
+
+#[test]
+fn the_runtimes_cpu_overhead_is_not_pinned_to_a_zone() {
+    // 16 whole cores with a RuntimeClass overhead of 250m fit a 16-core zone (KAI takes the
+    // pod's CPU from its containers' whole CPUs only).
+    let p = pod("p", "16", 0, None).replace(
+        "  schedulerName: kai-scheduler\n",
+        "  schedulerName: kai-scheduler\n  overhead: {cpu: 250m}\n",
+    );
+    let r = run(&[node("n1", "single-numa-node"), p]);
+    assert_eq!(binds(&r).len(), 1, "{:#?}", r.decisions);
+}

@@ -400,29 +400,39 @@ fn choose<'c>(
             })
     };
     let numa = state.numa.as_ref().filter(|numa| numa.ranks(pod));
+    let prefers = filters::has_preferences(pod) || state.soft_taints();
     let pick = |first: Slot, rest: &mut dyn Iterator<Item = Slot>| {
-        if let Some(numa) = numa {
-            // KAI's NUMA score (100 / the zones taken) outweighs every strategy's (at most
-            // 10), and the Kubernetes plugins' preferences (a million) outweigh it
-            // (`plugins/scores/scores.go`): the best of every candidate, the first on a tie.
-            return std::iter::once(first)
-                .chain(rest)
-                .enumerate()
-                .max_by_key(|(i, s)| {
-                    let node = state.node(s.node);
-                    (
-                        filters::preference(node, pod),
-                        numa.score(s.node, pod, node.numa.as_deref()),
-                        std::cmp::Reverse(*i),
-                    )
-                })
-                .map(|(_, s)| s)
-                .expect("the first slot is always there");
+        let Some(numa) = numa else {
+            return match prefers {
+                true => preferred(state, pod, plan.strategy, first, rest),
+                false => first,
+            };
+        };
+        // KAI adds the NUMA score (100 / the zones taken) to the strategy's (at most 10):
+        // here the nodes taking the fewest zones go first, in the strategy's order, and the
+        // pod's preferences choose among those as they do without NUMA. A node holding the pod
+        // in one zone ends the walk.
+        let score = |s: &Slot| numa.score(s.node, pod, state.node(s.node).numa.as_deref());
+        let mut top = score(&first);
+        let mut best = vec![first];
+        if top < super::numa::BEST || prefers {
+            for slot in rest {
+                let sc = score(&slot);
+                if sc > top {
+                    (top, best) = (sc, vec![slot]);
+                    if top == super::numa::BEST && !prefers {
+                        break;
+                    }
+                } else if sc == top {
+                    best.push(slot);
+                }
+            }
         }
-        if filters::has_preferences(pod) || state.soft_taints() {
-            preferred(state, pod, plan.strategy, first, rest)
-        } else {
-            first
+        let mut best = best.into_iter();
+        let first = best.next().expect("the first slot is always there");
+        match prefers {
+            true => preferred(state, pod, plan.strategy, first, &mut best),
+            false => first,
         }
     };
     // KAI's node order puts first, under GPU binpack, the nodes where a shared pod fits on a

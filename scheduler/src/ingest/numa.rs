@@ -21,7 +21,7 @@ pub fn read_topology(value: &Value) -> Result<Option<Topology>, String> {
         value["attributes"].as_array().and_then(|attrs| {
             attrs
                 .iter()
-                .find(|a| a["name"].as_str() == Some(key))
+                .rfind(|a| a["name"].as_str() == Some(key))
                 .and_then(|a| a["value"].as_str())
         })
     };
@@ -113,7 +113,7 @@ pub fn pod_numa(spec: &PodSpec, status: Option<&PodStatus>) -> Option<PodNuma> {
         .iter()
         .chain(spec.init_containers.iter().flatten())
         .flat_map(asked)
-        .any(|(name, _)| !numa::qos_gated(name));
+        .any(|(name, q)| !numa::qos_gated(name) && numa::quantity(name, &q.0).unwrap_or(0) > 0);
     if !guaranteed && !asks_device {
         return None;
     }
@@ -141,7 +141,9 @@ pub fn pod_numa(spec: &PodSpec, status: Option<&PodStatus>) -> Option<PodNuma> {
         add(&mut pod, r);
     }
     max(&mut pod, &init_peak);
-    for (name, q) in spec.overhead.iter().flatten() {
+    // The runtime's overhead adds to everything but the CPUs the static CPU manager pins
+    // (KAI replaces the CPU of `PodRequests` with `podGuaranteedCPUMilli`, which has none).
+    for (name, q) in spec.overhead.iter().flatten().filter(|(n, _)| *n != "cpu") {
         if let Some(amount) = numa::quantity(name, &q.0) {
             *pod.entry(numa::normalize(name)).or_default() += amount;
         }

@@ -235,11 +235,8 @@ fn policy_attributes_win_over_the_deprecated_list() {
 
 #[test]
 fn records_read_back_what_is_written_and_unknown_zones_void_a_record() {
-    let t = topology(
-        Policy::SingleNumaNode,
-        Scope::Pod,
-        &[res(&[("gpu", 4)]), res(&[("gpu", 4)])],
-    );
+    let zone = res(&[("gpu", 4), ("cpu", 8000)]);
+    let t = topology(Policy::SingleNumaNode, Scope::Pod, &[zone.clone(), zone]);
     let placement = vec![
         (0, res(&[("cpu", 2500), ("gpu", 2)])),
         (1, res(&[("cpu", 3000)])),
@@ -255,6 +252,17 @@ fn records_read_back_what_is_written_and_unknown_zones_void_a_record() {
     assert_eq!(t.indexed(&back), Some(placement));
     let stranger = parse_record(r#"[{"zone":"node-7","amount":{"cpu":"1"}}]"#).unwrap();
     assert_eq!(t.indexed(&stranger), None);
+    // What the zones do not report is left out of the charge (KAI projects a record onto the
+    // resources the topology knows); a record with a negative amount is not read.
+    let other = parse_record(r#"[{"zone":"node-0","amount":{"cpu":2,"hugepages-2Mi":"4Mi"}}]"#);
+    assert_eq!(
+        t.indexed(&other.unwrap()),
+        Some(vec![(0, res(&[("cpu", 2000)]))])
+    );
+    assert_eq!(
+        parse_record(r#"[{"zone":"node-0","amount":{"cpu":"-2"}}]"#),
+        None
+    );
     assert_eq!(parse_record("[]"), None);
     assert_eq!(parse_record("not json"), None);
 }
