@@ -288,7 +288,7 @@ fn a_pod_placed_again_takes_the_lowest_zone_that_fits_not_its_last() {
 }
 
 #[test]
-fn a_record_numa_does_not_concern_stays_charged_through_an_undo() {
+fn a_record_numa_does_not_concern_stays_charged_through_an_undo_and_an_eviction() {
     // b is Burstable and asks no device: its record is charged (KAI rebuilds the zones from
     // every record) but it gives nothing back when taken off (KAI seeds no placement for it).
     let record = r#"[{"zone":"node-0","amount":{"cpu":"16"}}]"#;
@@ -304,6 +304,11 @@ fn a_record_numa_does_not_concern_stays_charged_through_an_undo() {
     let g = s.pods.iter().find(|p| p.name == "g").unwrap();
     numa.release(b);
     numa.take(0, b);
+    numa.take(0, g);
+    assert_eq!(numa.placement("a/g").unwrap()[0].zone, "node-1");
+    // Taken off for good (a victim), it frees no zone either.
+    numa.release(g);
+    numa.release(b);
     numa.take(0, g);
     assert_eq!(numa.placement("a/g").unwrap()[0].zone, "node-1");
 }
