@@ -451,7 +451,6 @@ const UNREAD: [(&str, &[&str]); 3] = [
             "podIPs",
             "hostIP",
             "hostIPs",
-            "qosClass",
         ],
     ),
     (

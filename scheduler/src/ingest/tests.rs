@@ -1218,6 +1218,15 @@ status: {qosClass: Burstable}
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: status-says}
+spec:
+  schedulerName: kai-scheduler
+  containers:
+  - {name: main, resources: {requests: {cpu: "4", memory: 1Gi, nvidia.com/gpu: "1"}, limits: {cpu: "4", memory: 1Gi, nvidia.com/gpu: "1"}}}
+status: {qosClass: Burstable}
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: burstable-cpu}
 spec:
   schedulerName: kai-scheduler
@@ -1256,4 +1265,13 @@ spec:
     let b = pod("burstable-gpu").constraints.numa.as_deref().unwrap();
     assert!(!b.guaranteed);
     assert!(pod("burstable-cpu").constraints.numa.is_none());
+    // The status's class is read as KAI reads it, even where the spec would say otherwise.
+    assert!(
+        !pod("status-says")
+            .constraints
+            .numa
+            .as_deref()
+            .unwrap()
+            .guaranteed
+    );
 }
