@@ -45,6 +45,8 @@ use serde_json::Value;
 use crate::cluster::{PodGroup, SUBGROUP_LABEL, Snapshot, SubGroup, Time, Topology};
 use objects::PodRead;
 
+pub use numa::pod_numa;
+
 /// The annotation that makes a pod use a fraction of one GPU device (KAI's name).
 pub const GPU_FRACTION_ANNOTATION: &str = "gpu-fraction";
 /// The annotation that puts a pod into a pod group (KAI's name).

@@ -411,6 +411,34 @@ struct ApartExpected {
     domains: BTreeSet<String>,
 }
 
+/// What a pod of one container asking `cpu` millicores, `memory` bytes and `gpus` GPUs with
+/// `qos` as its `status.qosClass` asks of NUMA zones, as ingest reads it.
+fn numa_request(qos: Option<&str>, cpu: i64, memory: i64, gpus: i64) -> Option<Box<numa::PodNuma>> {
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let requests = BTreeMap::from([
+        ("cpu".to_string(), Quantity(format!("{cpu}m"))),
+        ("memory".to_string(), Quantity(memory.to_string())),
+        ("nvidia.com/gpu".to_string(), Quantity(gpus.to_string())),
+    ]);
+    let spec = PodSpec {
+        containers: vec![Container {
+            name: "main".into(),
+            resources: Some(ResourceRequirements {
+                requests: Some(requests),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let status = PodStatus {
+        qos_class: Some(qos.unwrap_or("BestEffort").to_string()),
+        ..Default::default()
+    };
+    kai_scheduler::ingest::pod_numa(&spec, Some(&status)).map(Box::new)
+}
+
 /// The cycle's clock in every case; KAI's tests run at `time.Now()`.
 const NOW: Time = 1_000_000;
 /// KAI's fake jobs that hold resources started a minute ago (`jobs_fake.BuildJobInfo`).
@@ -955,28 +983,10 @@ fn snapshot(
             if let Some(sub) = task.sub_group_name.as_ref().filter(|s| !s.is_empty()) {
                 pod.labels.insert(SUBGROUP_LABEL.to_string(), sub.clone());
             }
-            // One container asking the task's CPU, memory and GPUs (`tasks_fake`): aligned when
-            // Guaranteed (whole CPUs only) or when it asks GPUs.
-            let guaranteed = job.qos_class.as_deref() == Some("Guaranteed");
-            if guaranteed || (gpu > 0 && !fractional) {
-                let mut request = numa::Res::new();
-                request.insert(
-                    "cpu".into(),
-                    if guaranteed && cpu % 1000 == 0 {
-                        cpu
-                    } else {
-                        0
-                    },
-                );
-                request.insert("memory".into(), memory);
-                request.insert("gpu".into(), if fractional { 0 } else { gpu / 1000 });
-                pod.constraints.numa = Some(Box::new(numa::PodNuma {
-                    guaranteed,
-                    pod: request.clone(),
-                    concurrent: vec![request],
-                    serial: Vec::new(),
-                }));
-            }
+            // What it asks of NUMA zones, read by ingest from the one container `tasks_fake`
+            // gives a task (its CPU, memory and GPUs as requests) and its `QOSClass`.
+            let gpus = if fractional { 0 } else { gpu / 1000 };
+            pod.constraints.numa = numa_request(job.qos_class.as_deref(), cpu, memory, gpus);
             pod.numa_zones = task.numa_observed.as_ref().map(|zones| {
                 zones
                     .iter()
@@ -1202,6 +1212,8 @@ struct Round {
     claims: Vec<dra::ClaimStatus>,
     /// Where the pods the cycle placed went on NUMA zones.
     numa_zones: HashMap<String, Vec<numa::ZoneAmount>>,
+    /// What each node's NUMA zones have free after the cycle.
+    numa_free: HashMap<String, Vec<(String, numa::Res)>>,
     snapshot: Snapshot,
     namespaces: HashMap<String, String>,
     finished: Finished,
@@ -1248,6 +1260,7 @@ fn round(
     }
     Ok(Round {
         numa_zones: result.numa_zones.into_iter().collect(),
+        numa_free: result.numa_free.into_iter().collect(),
         claims: result.claims,
         snapshot,
         namespaces,
@@ -1555,33 +1568,15 @@ fn compare(case: &Case, r: &Round) -> Result<Vec<String>, String> {
                 false => held += 1000,
             }
         }
-        // KAI's zone ledger after the cycle: allocatable less what the pods that hold
-        // resources there (releasing ones excluded) are placed on.
+        // KAI's zone ledger after the session (`Zones[i].Available`): the cycle's, as it ends.
         if !e.numa_zones_available.is_empty() {
-            let topology = n
-                .numa
-                .as_ref()
-                .ok_or_else(|| format!("node {node} expects NUMA zones it does not have"))?;
-            let mut free: Vec<numa::Res> = topology
-                .zones
+            let free: Vec<numa::Res> = r
+                .numa_free
+                .get(node)
+                .ok_or_else(|| format!("node {node} expects NUMA zones it does not have"))?
                 .iter()
-                .map(|z| z.allocatable.clone())
+                .map(|(_, res)| res.clone())
                 .collect();
-            for p in &snapshot.pods {
-                if got[&p.key()].status == "Releasing" {
-                    continue;
-                }
-                if let Some((on, _, record)) = zones_of(p).filter(|(on, ..)| on == node)
-                    && let Some(placement) = topology.indexed(&record)
-                {
-                    let _ = on;
-                    for (z, amount) in placement {
-                        for (k, v) in amount {
-                            *free[z].entry(k).or_default() -= v;
-                        }
-                    }
-                }
-            }
             for (z, amounts) in &e.numa_zones_available {
                 for (k, q) in amounts {
                     let want = numa::quantity(k, q);

@@ -92,6 +92,9 @@ pub struct CycleResult {
     /// `kai.scheduler/numa-placement-predicted`; KAI records no nominated pod's zones), and the
     /// next snapshot charges the zones from it.
     pub numa_zones: Vec<crate::numa::PodZones>,
+    /// What each NUMA zone has free after the cycle, by node and zone (nodes whose zones are
+    /// charged; empty without any): KAI's zone ledger as its session ends.
+    pub numa_free: Vec<(String, Vec<(String, crate::numa::Res)>)>,
     /// Wall time of each step, in seconds, in the order run: `("prepare", …)` (pods grouped into
     /// jobs, the free-room index built), `("fair-share", …)`, `("allocate", …)`, then each other
     /// action that ran. Only observed, for metrics: the
@@ -376,10 +379,12 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             })
             .collect(),
     };
+    let numa_free = ctx.state.numa.as_ref().map_or_else(Vec::new, |n| n.free());
     let decisions = ctx.decisions;
     CycleResult {
         claims,
         numa_zones,
+        numa_free,
         decisions,
         shares,
         allocated: used.all,

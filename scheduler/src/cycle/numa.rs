@@ -239,6 +239,22 @@ impl<'s> NumaState<'s> {
         BEST / span.max(1) as Score
     }
 
+    /// Each zone's free room now, by node and zone name (nodes whose zones are charged).
+    pub fn free(&self) -> Vec<(String, Vec<(String, Res)>)> {
+        self.charged
+            .iter()
+            .enumerate()
+            .filter_map(|(n, t)| {
+                let t = (*t)?;
+                let zones = t.zones.iter().map(|z| z.name.clone());
+                Some((
+                    self.nodes[n].name.clone(),
+                    zones.zip(self.free[n].iter().cloned()).collect(),
+                ))
+            })
+            .collect()
+    }
+
     /// Where a pod placed this cycle went, by zone name (`None`: it holds no zones).
     pub fn placement(&self, pod: &str) -> Option<Vec<ZoneAmount>> {
         let (node, placement) = self.held.get(pod)?;
