@@ -15,7 +15,7 @@
 //! Same arguments, same cluster: the only source of variety is a small PRNG seeded with `--seed`.
 //! Generating the cluster and checking its policy are not timed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -605,12 +605,7 @@ impl Room {
 /// Returns the chosen node index per pod (`None` for pods bound before, or with no room).
 pub fn first_fit(snapshot: &Snapshot) -> Vec<Option<usize>> {
     let mut rooms: Vec<Room> = snapshot.nodes.iter().map(Room::new).collect();
-    let index: HashMap<&str, usize> = snapshot
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
-        .collect();
+    let index = snapshot.node_index();
     for pod in &snapshot.pods {
         if let Some(&n) = pod.node.as_deref().and_then(|name| index.get(name)) {
             rooms[n].take(&pod.request, pod.fractional, true);

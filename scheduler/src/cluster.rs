@@ -484,6 +484,17 @@ pub struct Snapshot {
     pub numa_ignore: std::collections::BTreeSet<String>,
 }
 
+impl Snapshot {
+    /// Each node's index, by name.
+    pub fn node_index(&self) -> std::collections::HashMap<&str, usize> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect()
+    }
+}
+
 /// KAI's `Topology` object (`kai.scheduler/v1alpha1`): the node labels of its levels, the top
 /// level first (`zone`, then `rack`). A domain of a level is the nodes that share that label's
 /// value and every higher level's.

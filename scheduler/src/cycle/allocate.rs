@@ -219,13 +219,7 @@ impl Context<'_> {
         if !cfg!(debug_assertions) {
             return;
         }
-        let index: std::collections::HashMap<&str, usize> = self
-            .snapshot
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.as_str(), i))
-            .collect();
+        let index = self.snapshot.node_index();
         let mut expected = vec![Amounts::default(); self.snapshot.nodes.len()];
         for (p, pod) in self.snapshot.pods.iter().enumerate() {
             let Some(&home) = pod.node.as_deref().and_then(|n| index.get(n)) else {

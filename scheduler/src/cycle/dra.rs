@@ -86,12 +86,7 @@ impl<'s> DraState<'s> {
         {
             return None;
         }
-        let nodes: HashMap<&str, usize> = snapshot
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.as_str(), i))
-            .collect();
+        let nodes = snapshot.node_index();
         let mut devices = Vec::new();
         let mut on_node = vec![Vec::new(); snapshot.nodes.len()];
         let mut by_key = HashMap::new();

@@ -79,12 +79,7 @@ impl<'s> NumaState<'s> {
                 .unwrap_or(0),
             devices,
         };
-        let index: HashMap<&str, usize> = snapshot
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.as_str(), i))
-            .collect();
+        let index = snapshot.node_index();
         for pod in snapshot.pods.iter().filter(|p| !p.terminating) {
             let (Some(&node), Some(record)) = (
                 pod.node.as_deref().and_then(|n| index.get(n)),

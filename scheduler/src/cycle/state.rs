@@ -265,12 +265,7 @@ impl<'s> ClusterState<'s> {
                 state.free_total = add(state.free_total, node.allocatable, 1);
             }
         }
-        let index: std::collections::HashMap<&str, usize> = snapshot
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.as_str(), i))
-            .collect();
+        let index = snapshot.node_index();
         let mut slots = vec![None; snapshot.pods.len()];
         // Kubernetes does not say which device a pod holds, so rebuild it: whole-device pods
         // first (they need empty devices), then shared pods whose devices KAI's binder named
