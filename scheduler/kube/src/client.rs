@@ -188,15 +188,17 @@ impl Sender {
 
     /// Sends one call.
     pub async fn send_one(&self, call: Call) -> Sent {
-        let access = call.access();
-        let result = self.request(call.clone()).await;
+        let mut step = call.access();
+        let result = self.request(call.clone(), &mut step).await;
         Sent {
             call,
-            outcome: outcome(result, access),
+            outcome: outcome(result, step),
         }
     }
 
-    async fn request(&self, call: Call) -> Result<(), kube::Error> {
+    /// Sends one call; `step` is the permission of the request sent last (a bind sends up to
+    /// three), so that a refusal names the one missing.
+    async fn request(&self, call: Call, step: &mut Access) -> Result<(), kube::Error> {
         let client = self.client.clone();
         let post = PostParams::default();
         let patch = PatchParams::default();
@@ -215,6 +217,7 @@ impl Sender {
                     "resourceclaims",
                 );
                 for claim in claims {
+                    *step = access::RESOURCE_CLAIM_STATUS;
                     let api: Api<DynamicObject> =
                         Api::namespaced_with(client.clone(), &namespace, &resource);
                     api.patch_status(&claim.name, &patch, &Patch::Merge(claim.patch))
@@ -222,6 +225,7 @@ impl Sender {
                 }
                 // The predicted NUMA placement next, as KAI's binder records it before binding.
                 if let Some(record) = numa {
+                    *step = access::POD_ANNOTATE;
                     // `null` removes a prediction a bind that failed left behind.
                     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
                     let body = serde_json::json!({"metadata": {"annotations": {
@@ -229,6 +233,7 @@ impl Sender {
                     }}});
                     pods.patch(&pod, &patch, &Patch::Merge(body)).await?;
                 }
+                *step = access::BIND;
                 let body = serde_json::to_value(&binding).map_err(kube::Error::SerdeError)?;
                 create_pod_subresource(client, &namespace, &pod, "binding", body).await
             }

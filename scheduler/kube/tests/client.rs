@@ -194,12 +194,19 @@ async fn a_bind_records_the_predicted_numa_zones_on_the_pod_first() {
     assert_eq!(seen[1].path, "/api/v1/namespaces/team-a/pods/p0/binding");
     // A pod that cannot be annotated is not bound.
     let (sent, seen) = exchange(
-        vec![bind],
+        vec![bind.clone()],
         vec![(404, failure(404, "NotFound", "pods \"p0\" not found"))],
     )
     .await;
     assert_ne!(sent[0].outcome, Outcome::Done);
     assert_eq!(seen.len(), 1, "no binding is posted: {seen:?}");
+    // A refusal names the permission of the patch, not the binding's.
+    let (sent, _) = exchange(
+        vec![bind],
+        vec![(403, failure(403, "Forbidden", "pods \"p0\" is forbidden"))],
+    )
+    .await;
+    assert_eq!(sent[0].outcome, Outcome::Forbidden(access::POD_ANNOTATE));
 }
 
 #[tokio::test]
