@@ -118,6 +118,11 @@ pub struct ZoneAmount {
 /// A pod (`namespace/name`) and where on its node's zones it is predicted to go.
 pub type PodZones = (String, Vec<ZoneAmount>);
 
+/// Each pod's predicted zones by pod, for the simulators that record them as they bind.
+pub fn by_pod(zones: &[PodZones]) -> std::collections::HashMap<&str, &Vec<ZoneAmount>> {
+    zones.iter().map(|(p, z)| (p.as_str(), z)).collect()
+}
+
 /// The annotation KAI's NUMA placement exporter writes: where the kubelet put the pod.
 pub const OBSERVED_ANNOTATION: &str = "kai.scheduler/numa-placement-observed";
 /// The annotation the binder writes: where the scheduler predicted the kubelet would put it.

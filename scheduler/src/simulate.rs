@@ -204,8 +204,7 @@ fn apply(
         .map(|(i, p)| (p.key(), i))
         .collect();
     let mut gone = BTreeSet::new();
-    let zones: BTreeMap<&str, &Vec<crate::numa::ZoneAmount>> =
-        numa_zones.iter().map(|(p, z)| (p.as_str(), z)).collect();
+    let zones = crate::numa::by_pod(numa_zones);
     for decision in decisions {
         match decision {
             Decision::Evict { pod, reason, .. } => {

@@ -192,11 +192,7 @@ impl Backend for SimCluster {
             .enumerate()
             .map(|(i, p)| (p.key(), i))
             .collect();
-        let zones: HashMap<&str, &Vec<kai_scheduler::numa::ZoneAmount>> = cycle
-            .numa_zones
-            .iter()
-            .map(|(p, z)| (p.as_str(), z))
-            .collect();
+        let zones = kai_scheduler::numa::by_pod(cycle.numa_zones);
         let zones_of = |pod: &str| zones.get(pod).map(|z| (*z).clone());
         for decision in decisions {
             match decision {

@@ -180,6 +180,18 @@ fn follow_owner(
     }
 }
 
+/// The objects of the caches whose kind the cluster serves (an absent kind's store is empty
+/// anyway; its watch keeps trying).
+fn present<'a>(
+    caches: impl IntoIterator<Item = &'a (Store<DynamicObject>, watch::Receiver<Listing>)>,
+) -> Vec<Arc<DynamicObject>> {
+    caches
+        .into_iter()
+        .filter(|(_, listing)| *listing.borrow() != Listing::Absent)
+        .flat_map(|(store, _)| store.state())
+        .collect()
+}
+
 /// A PodGroup from the cache as our type. One without a `spec` (both KAI's CRD and ours accept
 /// it) reads as one with an empty spec, as KAI's Go types read it; a field of the wrong type
 /// (only possible where the CRD does not check) is why it cannot be read.
@@ -415,22 +427,9 @@ impl Caches {
             groups,
             unreadable_groups,
             priority_classes: self.priority_classes.state(),
-            topologies: match *self.topologies.1.borrow() {
-                Listing::Absent => Vec::new(),
-                _ => self.topologies.0.state(),
-            },
-            dra: self
-                .dra
-                .iter()
-                .filter(|(_, listing)| *listing.borrow() != Listing::Absent)
-                .flat_map(|(store, _)| store.state())
-                .collect(),
-            numa: self
-                .numa
-                .iter()
-                .filter(|(_, listing)| *listing.borrow() != Listing::Absent)
-                .flat_map(|(store, _)| store.state())
-                .collect(),
+            topologies: present([&self.topologies]),
+            dra: present(&self.dra),
+            numa: present(&self.numa),
             owners,
             complete_owner_kinds,
         }
