@@ -86,6 +86,12 @@ pub struct ResourceSlice {
     pub driver: String,
     /// `spec.pool.name`.
     pub pool: String,
+    /// `spec.pool.generation`: a driver republishing a pool raises it, and the slices of older
+    /// generations are stale.
+    pub generation: i64,
+    /// `spec.pool.resourceSliceCount`: how many slices the pool's generation has in all.
+    /// `None` when the object leaves it out (the API requires it): not checked then.
+    pub slice_count: Option<i64>,
     /// `spec.devices`.
     pub devices: Vec<Device>,
 }

@@ -714,6 +714,15 @@ impl KaiDra {
                     node: Some(s.node_name.clone()),
                     driver: FAKE_DRIVER.into(),
                     pool: s.node_name.clone(),
+                    // KAI's builder (`getResourceSlices`): generation 0, and as many slices
+                    // in the pool as the test gives the node.
+                    generation: 0,
+                    slice_count: Some(
+                        self.resource_slices
+                            .iter()
+                            .filter(|o| o.node_name == s.node_name)
+                            .count() as i64,
+                    ),
                     devices: (0..s.count)
                         .map(|i| dra::Device {
                             name: i.to_string(),

@@ -31,6 +31,8 @@ struct Dev<'s> {
     /// Allocated to a claim in the snapshot: given to another claim only when no other device
     /// will do, so that a victim put back finds its devices.
     owned: bool,
+    /// Its pool is complete and valid on its node ([`gather`]): only then is it given to a claim.
+    usable: bool,
 }
 
 /// A claim's devices (each with the request it was given for), and the node they tie it to.
@@ -69,6 +71,9 @@ pub(super) struct DraState<'s> {
     node_names: Vec<&'s str>,
     devices: Vec<Dev<'s>>,
     on_node: Vec<Vec<usize>>,
+    /// Per node, why a request for all devices cannot be met there: a pool being updated or
+    /// invalid ([`gather`]).
+    unsettled: Vec<Option<String>>,
     claims: Vec<Claim<'s>>,
     by_name: HashMap<(&'s str, &'s str), usize>,
     /// Pods that may not be placed whatever the node, and why (the queue-label rule, which
@@ -91,15 +96,16 @@ impl<'s> DraState<'s> {
         let mut on_node = vec![Vec::new(); snapshot.nodes.len()];
         let mut by_key = HashMap::new();
         let mut device_of = Vec::new();
-        for s in &snapshot.dra.slices {
-            let Some(&node) = s.node.as_deref().and_then(|n| nodes.get(n)) else {
-                continue;
-            };
+        let pools = gather(&snapshot.dra.slices, &nodes, snapshot.nodes.len());
+        for &(i, node, usable) in &pools.slices {
+            let s = &snapshot.dra.slices[i];
             for d in &s.devices {
-                by_key.insert(
-                    (s.driver.as_str(), s.pool.as_str(), d.name.as_str()),
-                    devices.len(),
-                );
+                // A name twice in a pool (an invalid pool) is one device: none is given anyway.
+                let key = (s.driver.as_str(), s.pool.as_str(), d.name.as_str());
+                if by_key.contains_key(&key) {
+                    continue;
+                }
+                by_key.insert(key, devices.len());
                 on_node[node].push(devices.len());
                 device_of.push(d);
                 devices.push(Dev {
@@ -109,6 +115,7 @@ impl<'s> DraState<'s> {
                     name: &d.name,
                     holders: 0,
                     owned: false,
+                    usable,
                 });
             }
         }
@@ -193,6 +200,7 @@ impl<'s> DraState<'s> {
             node_names: snapshot.nodes.iter().map(|n| n.name.as_str()).collect(),
             devices,
             on_node,
+            unsettled: pools.unsettled,
             claims,
             by_name,
             blocked: HashMap::new(),
@@ -283,7 +291,15 @@ impl<'s> DraState<'s> {
                 }
                 None => match self.choose(c, node, &taken) {
                     Some(devices) => taken.extend(devices.into_iter().map(|(d, _)| d)),
-                    None => return Some(DraShortage::Devices(name())),
+                    None => {
+                        let all = claim.claim.requests.iter().any(|r| r.mode == Mode::All);
+                        return Some(match &self.unsettled[node] {
+                            Some(why) if all && claim.pinned.is_none() => {
+                                DraShortage::Pool(name(), why.clone())
+                            }
+                            _ => DraShortage::Devices(name()),
+                        });
+                    }
                 },
             }
         }
@@ -322,12 +338,17 @@ impl<'s> DraState<'s> {
             let mut here: Vec<usize> = self.on_node[node]
                 .iter()
                 .copied()
-                .filter(|d| accepted.binary_search(d).is_ok())
+                .filter(|&d| self.devices[d].usable && accepted.binary_search(&d).is_ok())
                 .collect();
             here.sort_by_key(|&d| self.devices[d].owned);
             match request.mode {
                 Mode::All => {
-                    if here.is_empty() || !here.iter().all(|&d| free(d) && !used(&chosen, d)) {
+                    // The allocator refuses "all" while a pool of the node is being updated
+                    // or invalid: it cannot tell what all is.
+                    if self.unsettled[node].is_some()
+                        || here.is_empty()
+                        || !here.iter().all(|&d| free(d) && !used(&chosen, d))
+                    {
                         return None;
                     }
                     chosen.extend(here.into_iter().map(|d| (d, request.name.as_str())));
@@ -509,6 +530,100 @@ pub(super) fn block_by_queue_label(
 /// Per request of a claim, the devices it accepts: its class's selectors and its own pass. Or
 /// why it can take none: a class missing, a selector beyond what is read, `firstAvailable`, or
 /// more devices than one request may get.
+/// The slices the allocator reads on each node, as the upstream allocator KAI builds on
+/// gathers them (`k8s.io/dynamic-resource-allocation` v0.35.4,
+/// `structured/internal/stable/pools_stable.go: GatherPools`, `addSlice`, `checkSlicesInPool`,
+/// `poolIsInvalid`).
+pub(super) struct Gathered {
+    /// `(slice, node, usable)` for each slice of a pool's newest generation on its node, in the
+    /// snapshot's order. Devices of a pool being updated or invalid are not given to claims
+    /// (`allocator_stable.go: allocateOne`), but claims the snapshot shows holding them keep
+    /// them.
+    pub(super) slices: Vec<(usize, usize, bool)>,
+    /// Per node, the first pool (by driver, then name) that is being updated or invalid.
+    pub(super) unsettled: Vec<Option<String>>,
+}
+
+/// Groups the node-local slices by node and pool: of each group only the newest generation
+/// counts; it is incomplete when it has fewer slices than its `resourceSliceCount` (counting
+/// the pool's slices of that generation on every node when the node's own are too few), and
+/// ignored when some slice of the pool anywhere has a newer generation (the driver is
+/// replacing it); it is invalid when a device name appears twice in it.
+pub(super) fn gather(
+    slices: &[crate::dra::ResourceSlice],
+    nodes: &HashMap<&str, usize>,
+    node_count: usize,
+) -> Gathered {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(usize, &str, &str), Vec<usize>> = BTreeMap::new();
+    let mut newest: HashMap<(&str, &str), i64> = HashMap::new();
+    for (i, s) in slices.iter().enumerate() {
+        let pool = (s.driver.as_str(), s.pool.as_str());
+        let top = newest.entry(pool).or_insert(s.generation);
+        *top = (*top).max(s.generation);
+        if let Some(&node) = s.node.as_deref().and_then(|n| nodes.get(n)) {
+            groups.entry((node, pool.0, pool.1)).or_default().push(i);
+        }
+    }
+    let mut out = Gathered {
+        slices: Vec::new(),
+        unsettled: vec![None; node_count],
+    };
+    for ((node, driver, pool), members) in groups {
+        let generation = members.iter().map(|&i| slices[i].generation).max();
+        let current: Vec<usize> = members
+            .into_iter()
+            .filter(|&i| Some(slices[i].generation) == generation)
+            .collect();
+        let generation = generation.unwrap_or_default();
+        let first = &slices[current[0]];
+        let mut trouble = None;
+        let mut usable = true;
+        if let Some(count) = first.slice_count
+            && current.len() as i64 != count
+        {
+            if newest[&(driver, pool)] > generation {
+                // Obsolete here: the new generation has no slice for this node yet.
+                out.slices.extend(current.iter().map(|&i| (i, node, false)));
+                continue;
+            }
+            let published = slices
+                .iter()
+                .filter(|s| s.driver == driver && s.pool == pool && s.generation == generation)
+                .count() as i64;
+            if published != count {
+                usable = false;
+                trouble = Some(format!(
+                    "resource pool {driver}/{pool} is being updated ({published} of its \
+                     {count} slices of generation {generation} are published)"
+                ));
+            }
+        }
+        let mut names = std::collections::HashSet::new();
+        if let Some(twice) = current
+            .iter()
+            .flat_map(|&i| &slices[i].devices)
+            .find(|d| !names.insert(d.name.as_str()))
+        {
+            usable = false;
+            trouble.get_or_insert_with(|| {
+                format!(
+                    "resource pool {driver}/{pool} is invalid (device {} is published twice)",
+                    twice.name
+                )
+            });
+        }
+        if out.unsettled[node].is_none() {
+            out.unsettled[node] = trouble;
+        }
+        out.slices
+            .extend(current.iter().map(|&i| (i, node, usable)));
+    }
+    // Back to the snapshot's order: the order devices are offered in.
+    out.slices.sort_unstable();
+    out
+}
+
 fn accepted(
     snapshot: &Snapshot,
     claim: &ResourceClaim,

@@ -24,6 +24,8 @@ fn dra_node(cpu: i64) -> (Node, ResourceSlice) {
         node: Some("n1".into()),
         driver: "gpu.nvidia.com".into(),
         pool: "n1".into(),
+        generation: 0,
+        slice_count: Some(1),
         devices: ["gpu-0", "gpu-1"]
             .map(|d| Device {
                 name: d.into(),
@@ -212,6 +214,8 @@ fn a_victim_whose_only_device_the_preemptor_needs_is_evicted_not_put_back_withou
         node: Some("n1".into()),
         driver: "rdma.example.com".into(),
         pool: "n1".into(),
+        generation: 0,
+        slice_count: Some(1),
         devices: vec![Device {
             name: "nic-0".into(),
             attributes: Default::default(),
@@ -252,4 +256,217 @@ fn a_victim_whose_only_device_the_preemptor_needs_is_evicted_not_put_back_withou
         "{:#?}",
         r.claims
     );
+}
+
+/// Pools as the upstream allocator gathers them (`pools_stable.go: GatherPools`), from
+/// ResourceSlices shaped as `kubectl get resourceslices -o yaml` prints them while a DRA driver
+/// republishes its pool.
+mod pools {
+    use super::super::tests::{binds, cycle, pending_reason, policy};
+    use super::TEAM;
+    use crate::ingest::{Options, parse_cluster};
+
+    const NODE: &str = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {kubernetes.io/hostname: n1, nvidia.com/gpu.present: "true"}
+status:
+  allocatable: {cpu: "64", memory: 512Gi, pods: "110"}
+  conditions: [{type: Ready, status: "True"}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+"#;
+
+    /// A slice of driver gpu.nvidia.com for pool n1 on n1, of `generation` in a pool of
+    /// `count` slices, listing `devices`.
+    fn slice(name: &str, generation: u32, count: u32, devices: &[&str]) -> String {
+        let devices: String = devices
+            .iter()
+            .map(|d| format!("  - name: {d}\n    attributes: {{type: {{string: gpu}}}}\n"))
+            .collect();
+        format!(
+            r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata:
+  name: {name}
+  ownerReferences: [{{apiVersion: v1, kind: Node, name: n1, uid: 5c1e}}]
+spec:
+  driver: gpu.nvidia.com
+  nodeName: n1
+  pool: {{generation: {generation}, name: n1, resourceSliceCount: {count}}}
+  devices:
+{devices}"#
+        )
+    }
+
+    /// A pending pod of queue b with a template's claim asking `mode`: `All` devices of
+    /// gpu.nvidia.com, or that many (`ExactCount`).
+    fn pod(name: &str, mode: &str) -> String {
+        let request = match mode {
+            "All" => "{deviceClassName: gpu.nvidia.com, allocationMode: All}".to_string(),
+            count => format!(
+                "{{deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: {count}}}"
+            ),
+        };
+        format!(
+            r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: {name}-gpu
+  namespace: b
+  annotations: {{resource.kubernetes.io/pod-claim-name: gpu}}
+  ownerReferences: [{{apiVersion: v1, kind: Pod, name: {name}, uid: uid-{name}, controller: true}}]
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {request}
+status: {{}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: b
+  creationTimestamp: '2026-11-21T08:00:00Z'
+spec:
+  schedulerName: kai-scheduler
+  resourceClaims:
+  - {{name: gpu, resourceClaimTemplateName: {name}-template}}
+  containers:
+  - name: main
+    image: registry.example/app:1
+    resources:
+      claims: [{{name: gpu}}]
+      requests: {{cpu: "1", memory: 1Gi}}
+status:
+  phase: Pending
+  resourceClaimStatuses:
+  - {{name: gpu, resourceClaimName: {name}-gpu}}
+"#
+        )
+    }
+
+    fn run(objects: &[String]) -> crate::cycle::CycleResult {
+        let policy = policy(TEAM);
+        let text = std::iter::once(NODE.to_string())
+            .chain(objects.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("---\n");
+        let file = parse_cluster("cluster.yaml", &text, &Options::for_policy(&policy)).unwrap();
+        cycle(&policy, &file.snapshot, 1_000)
+    }
+
+    /// The devices the cycle gave `claim`.
+    fn devices(r: &crate::cycle::CycleResult, claim: &str) -> Vec<String> {
+        r.claims
+            .iter()
+            .filter(|c| c.name == claim)
+            .flat_map(|c| c.allocation.iter().flat_map(|a| &a.devices))
+            .map(|d| d.device.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_stale_generation_gives_no_device_the_pool_no_longer_lists() {
+        // The driver republished pool n1 as generation 2 without gpu-0 (lost to an error); the
+        // slice of generation 1 is not deleted yet. Only gpu-1 exists for the allocator: a pod
+        // asking one device gets it, one asking two waits. (KAI still counts the three listed
+        // devices as the node's GPUs.)
+        let old = slice("n1-gpu-old", 1, 1, &["gpu-0", "gpu-1"]);
+        let new = slice("n1-gpu-new", 2, 1, &["gpu-1"]);
+        let r = run(&[old.clone(), new.clone(), pod("p1", "1")]);
+        assert_eq!(binds(&r), [("b/p1".to_string(), "n1".to_string())]);
+        assert_eq!(devices(&r, "p1-gpu"), ["gpu-1"]);
+        let r = run(&[old, new, pod("p2", "2")]);
+        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+        let reason = pending_reason(&r, "b/p2").to_string();
+        assert!(
+            reason.contains("1 lack free devices for ResourceClaim b/p2-gpu"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_pool_being_updated_gives_no_device_and_a_request_for_all_says_why() {
+        // Generation 3 of pool n1 has two slices; one is published so far.
+        let first = slice("n1-gpu-a", 3, 2, &["gpu-0", "gpu-1"]);
+        let r = run(&[first.clone(), pod("p1", "1"), pod("p2", "All")]);
+        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+        let reason = pending_reason(&r, "b/p2").to_string();
+        assert!(
+            reason.contains(
+                "cannot give ResourceClaim b/p2-gpu all the devices it asks: resource pool \
+                 gpu.nvidia.com/n1 is being updated (1 of its 2 slices of generation 3 are \
+                 published)"
+            ),
+            "{reason}"
+        );
+        // Once the second slice is out, the pool is whole: one pod gets a device, or the other
+        // all four.
+        let second = slice("n1-gpu-b", 3, 2, &["gpu-2", "gpu-3"]);
+        let r = run(&[first.clone(), second.clone(), pod("p1", "1")]);
+        assert_eq!(devices(&r, "p1-gpu"), ["gpu-0"]);
+        let r = run(&[first, second, pod("p2", "All")]);
+        assert_eq!(devices(&r, "p2-gpu"), ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]);
+    }
+
+    #[test]
+    fn an_invalid_pool_gives_no_device() {
+        // Both slices of generation 1 list gpu-1: the pool is invalid until the driver mends it.
+        let r = run(&[
+            slice("n1-gpu-a", 1, 2, &["gpu-0", "gpu-1"]),
+            slice("n1-gpu-b", 1, 2, &["gpu-1", "gpu-2"]),
+            pod("p1", "1"),
+            pod("p2", "All"),
+        ]);
+        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+        let reason = pending_reason(&r, "b/p2").to_string();
+        assert!(
+            reason.contains(
+                "resource pool gpu.nvidia.com/n1 is invalid (device gpu-1 is published twice)"
+            ),
+            "{reason}"
+        );
+    }
+}
+
+/// A pool whose slices lie on several nodes (a driver publishing a fabric's devices by node):
+/// incomplete on one node, it counts its slices of that generation everywhere; a node whose
+/// newest slices are of an older generation than the pool's elsewhere has none of its devices
+/// offered (`checkSlicesInPool`).
+#[test]
+fn a_pool_over_several_nodes_counts_its_slices_everywhere() {
+    let at = |name: &str, node: Option<&str>, generation: i64| ResourceSlice {
+        name: name.into(),
+        node: node.map(str::to_string),
+        driver: "fabric.example.com".into(),
+        pool: "fabric".into(),
+        generation,
+        slice_count: Some(2),
+        devices: vec![Device {
+            name: format!("{name}-dev"),
+            attributes: Default::default(),
+        }],
+    };
+    let slices = [
+        at("old-n1", Some("n1"), 1),
+        at("new-n2", Some("n2"), 2),
+        at("new-any", None, 2),
+    ];
+    let nodes: std::collections::HashMap<&str, usize> = [("n1", 0), ("n2", 1)].into();
+    let got = super::dra::gather(&slices, &nodes, 2);
+    // n1's generation 1 is obsolete: listed (a claim holding its device keeps it) but unusable,
+    // with no complaint; n2's one slice of generation 2 and the slice for no node make two.
+    assert_eq!(got.slices, [(0, 0, false), (1, 1, true)]);
+    assert_eq!(got.unsettled, [None, None]);
 }

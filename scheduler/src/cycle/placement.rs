@@ -741,6 +741,9 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
                     DraShortage::OtherNode(claim, node) => format!(
                         "{count} {is} not node {node}, where ResourceClaim {claim} is allocated"
                     ),
+                    DraShortage::Pool(claim, why) => format!(
+                        "{count} cannot give ResourceClaim {claim} all the devices it asks: {why}"
+                    ),
                     DraShortage::Consumers(claim) => format!(
                         "{count} cannot add a consumer to ResourceClaim {claim}, which has the \
                          most a claim may have ({} pods)",

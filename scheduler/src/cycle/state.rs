@@ -1195,6 +1195,9 @@ pub enum DraShortage {
     Devices(String),
     /// It is allocated on another node (named).
     OtherNode(String, String),
+    /// It asks all devices of a class, and a pool of the node is being updated or invalid
+    /// (why).
+    Pool(String, String),
     /// It has as many consumers as a claim may have.
     Consumers(String),
 }

@@ -107,8 +107,24 @@ fn slice(name: &str, value: &Value) -> Result<ResourceSlice, String> {
             .map(str::to_string),
         driver,
         pool,
+        generation: integer(&spec["pool"]["generation"], "spec.pool.generation")?.unwrap_or(0),
+        slice_count: integer(
+            &spec["pool"]["resourceSliceCount"],
+            "spec.pool.resourceSliceCount",
+        )?,
         devices,
     })
+}
+
+/// An optional integer field.
+fn integer(value: &Value, at: &str) -> Result<Option<i64>, String> {
+    match value {
+        Value::Null => Ok(None),
+        v => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| format!("{at}: expected an integer, found {v}")),
+    }
 }
 
 fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, String> {

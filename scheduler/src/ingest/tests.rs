@@ -1139,6 +1139,20 @@ spec:
         note,
         "skipped ResourceClaim ml/c: spec.devices.requests[0].exactly.allocationMode: `Most` is not ExactCount or All"
     );
+    let note = skipped(
+        "apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpus}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: n1
+  pool: {name: n1, generation: two, resourceSliceCount: 1}
+",
+    );
+    assert_eq!(
+        note,
+        "skipped ResourceSlice n1-gpus: spec.pool.generation: expected an integer, found \"two\""
+    );
 }
 
 #[test]
