@@ -103,6 +103,10 @@ pub struct Device {
     pub name: String,
     /// Attributes by qualified name (`gpu.nvidia.com/type`; a bare name is the driver's).
     pub attributes: BTreeMap<String, Attribute>,
+    /// What keeps KAI's allocator from ever giving it, if anything: `consumesCounters` (a
+    /// partitionable device) or `bindingConditions`, whose features KAI's allocator runs
+    /// without (`dynamicresources.go` passes `structured.Features{}`).
+    pub unsupported: Option<&'static str>,
 }
 
 /// A device attribute's value.
@@ -505,6 +509,7 @@ mod tests {
                 ("type".into(), Attribute::Str(kind.into())),
                 ("gpu.nvidia.com/index".into(), Attribute::Int(0)),
             ]),
+            unsupported: None,
         }
     }
 

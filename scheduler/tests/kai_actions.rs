@@ -727,6 +727,7 @@ impl KaiDra {
                         .map(|i| dra::Device {
                             name: i.to_string(),
                             attributes: BTreeMap::new(),
+                            unsupported: None,
                         })
                         .collect(),
                 })

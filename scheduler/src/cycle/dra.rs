@@ -31,7 +31,9 @@ struct Dev<'s> {
     /// Allocated to a claim in the snapshot: given to another claim only when no other device
     /// will do, so that a victim put back finds its devices.
     owned: bool,
-    /// Its pool is complete and valid on its node ([`gather`]): only then is it given to a claim.
+    /// Its pool is complete and valid on its node ([`gather`]) and it needs no feature KAI's
+    /// allocator runs without ([`crate::dra::Device::unsupported`]): only then is it given to a
+    /// claim.
     usable: bool,
 }
 
@@ -115,7 +117,7 @@ impl<'s> DraState<'s> {
                     name: &d.name,
                     holders: 0,
                     owned: false,
-                    usable,
+                    usable: usable && d.unsupported.is_none(),
                 });
             }
         }

@@ -30,6 +30,7 @@ fn dra_node(cpu: i64) -> (Node, ResourceSlice) {
             .map(|d| Device {
                 name: d.into(),
                 attributes: Default::default(),
+                unsupported: None,
             })
             .to_vec(),
     };
@@ -219,6 +220,7 @@ fn a_victim_whose_only_device_the_preemptor_needs_is_evicted_not_put_back_withou
         devices: vec![Device {
             name: "nic-0".into(),
             attributes: Default::default(),
+            unsupported: None,
         }],
     };
     let nic = |name: &str, on: Option<&str>, for_pod: Option<&str>| {
@@ -421,6 +423,42 @@ status:
     }
 
     #[test]
+    fn devices_needing_features_kais_allocator_runs_without_are_never_given() {
+        // KAI's allocator runs with no optional feature (`structured.Features{}`): gpu-0, a
+        // partition consuming a counter set, and gpu-1, which waits on binding conditions, are
+        // never given; gpu-2 is.
+        let slice = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpu}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: n1
+  pool: {generation: 1, name: n1, resourceSliceCount: 1}
+  sharedCounters:
+  - name: gpu-0-counters
+    counters: {memory: {value: 80Gi}}
+  devices:
+  - name: gpu-0
+    attributes: {type: {string: gpu}}
+    consumesCounters:
+    - counterSet: gpu-0-counters
+      counters: {memory: {value: 80Gi}}
+  - name: gpu-1
+    attributes: {type: {string: gpu}}
+    bindingConditions: [dra.example.com/attached]
+    bindingFailureConditions: [dra.example.com/failed]
+  - name: gpu-2
+    attributes: {type: {string: gpu}}
+"#
+        .to_string();
+        let r = run(&[slice.clone(), pod("p1", "1")]);
+        assert_eq!(devices(&r, "p1-gpu"), ["gpu-2"]);
+        let r = run(&[slice, pod("p2", "2")]);
+        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+    }
+
+    #[test]
     fn an_invalid_pool_gives_no_device() {
         // Both slices of generation 1 list gpu-1: the pool is invalid until the driver mends it.
         let r = run(&[
@@ -456,6 +494,7 @@ fn a_pool_over_several_nodes_counts_its_slices_everywhere() {
         devices: vec![Device {
             name: format!("{name}-dev"),
             attributes: Default::default(),
+            unsupported: None,
         }],
     };
     let slices = [

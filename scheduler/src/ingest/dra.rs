@@ -94,9 +94,23 @@ fn slice(name: &str, value: &Value) -> Result<ResourceSlice, String> {
             };
             read.insert(key.clone(), value);
         }
+        // v1beta1 keeps these under `basic` too.
+        let set = |field: &str| {
+            [&d[field], &d["basic"][field]]
+                .iter()
+                .any(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+        };
+        let unsupported = if set("consumesCounters") {
+            Some("consumesCounters")
+        } else if set("bindingConditions") {
+            Some("bindingConditions")
+        } else {
+            None
+        };
         devices.push(Device {
             name,
             attributes: read,
+            unsupported,
         });
     }
     Ok(ResourceSlice {
@@ -189,7 +203,9 @@ fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, St
             .as_array()
             .into_iter()
             .flatten()
-            .find(|r| r["exactly"]["adminAccess"] == true || r["adminAccess"] == true)
+            // KAI's allocator refuses a request that sets the field at all, even to false
+            // (`hasAdminAccess`: its admin-access feature is off).
+            .find(|r| !r["exactly"]["adminAccess"].is_null() || !r["adminAccess"].is_null())
             .map(|r| {
                 format!(
                     "adminAccess in request {}",

@@ -1178,6 +1178,28 @@ spec:
 }
 
 #[test]
+fn a_claim_setting_admin_access_even_to_false_is_read_as_one_kai_refuses() {
+    // KAI's allocator runs without its admin-access feature and refuses any request that sets
+    // the field (`hasAdminAccess`).
+    let file = parse(
+        "apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: watch, namespace: ml}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {deviceClassName: gpu.nvidia.com, adminAccess: false}
+",
+    );
+    let claim = file.snapshot.dra.claim("ml", "watch").unwrap();
+    assert_eq!(
+        claim.unsupported.as_deref(),
+        Some("adminAccess in request gpus")
+    );
+}
+
+#[test]
 fn node_resource_topologies_give_nodes_zones_and_pods_their_numa_requests() {
     // An older NFD: no attributes, the deprecated policy list only; zones listed out of order,
     // a socket zone beside them.
