@@ -2030,7 +2030,7 @@ fn run_against_a_fake_api_server_writes_a_dra_claims_devices_before_binding_its_
         .map(|c| c["status"]["conditions"][0]["message"].to_string())
         .unwrap_or_default();
     assert!(
-        message.contains("0/1 nodes fit: 1 lack 1 GPU (most free: 0)"),
+        message.contains("0/1 nodes fit: 1 lacks 1 GPU (most free: 0)"),
         "{message}"
     );
     drop(daemon);

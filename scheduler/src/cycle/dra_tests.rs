@@ -393,7 +393,7 @@ status:
         assert!(binds(&r).is_empty(), "{:?}", binds(&r));
         let reason = pending_reason(&r, "b/p2").to_string();
         assert!(
-            reason.contains("1 lack free devices for ResourceClaim b/p2-gpu"),
+            reason.contains("1 lacks free devices for ResourceClaim b/p2-gpu"),
             "{reason}"
         );
     }

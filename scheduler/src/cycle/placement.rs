@@ -705,6 +705,11 @@ enum Found {
     Excluded,
 }
 
+/// The verb agreeing with a count of nodes.
+fn lack(count: u32) -> &'static str {
+    if count == 1 { "lacks" } else { "lack" }
+}
+
 fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
     let mut rows: Vec<(Found, (u32, i64))> = found.into_iter().collect();
     rows.sort_by_key(|(what, (count, _))| (std::cmp::Reverse(*count), what.clone()));
@@ -719,10 +724,14 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
                     ""
                 };
                 let most = kai_policy_compiler::quantity::format_quantity(most.max(0), kind);
-                format!("{count} lack {need}{on} (most free: {most})")
+                format!("{count} {} {need}{on} (most free: {most})", lack(count))
             }
             Found::LacksExtended(name, need) => {
-                format!("{count} lack {need} {name} (most free: {})", most.max(0))
+                format!(
+                    "{count} {} {need} {name} (most free: {})",
+                    lack(count),
+                    most.max(0)
+                )
             }
             Found::Room(Shortage::PodSlots) => format!(
                 "{count} {} no pod slot left (status.allocatable.pods)",
@@ -736,7 +745,10 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
                 let is = if count == 1 { "is" } else { "are" };
                 match short {
                     DraShortage::Devices(claim) => {
-                        format!("{count} lack free devices for ResourceClaim {claim}")
+                        format!(
+                            "{count} {} free devices for ResourceClaim {claim}",
+                            lack(count)
+                        )
                     }
                     DraShortage::OtherNode(claim, node) => format!(
                         "{count} {is} not node {node}, where ResourceClaim {claim} is allocated"
