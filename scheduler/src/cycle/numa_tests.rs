@@ -324,3 +324,47 @@ fn the_runtimes_cpu_overhead_is_not_pinned_to_a_zone() {
     let r = run(&[node("n1", "single-numa-node"), p]);
     assert_eq!(binds(&r).len(), 1, "{:#?}", r.decisions);
 }
+
+#[test]
+fn pod_level_memory_is_what_the_pod_scope_aligns() {
+    // Two containers of 4 cores and 8Gi, in a pod whose pod-level resources ask 150Gi: the
+    // kubelet aligns the pod's 150Gi, more than a zone's 126Gi, so no single zone takes it.
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: a
+  labels: {kai.scheduler/queue: a}
+spec:
+  schedulerName: kai-scheduler
+  resources:
+    requests: {cpu: "8", memory: 150Gi}
+    limits: {cpu: "8", memory: 150Gi}
+  containers:
+  - name: main
+    image: nvcr.io/nvidia/pytorch:24.05-py3
+    resources:
+      requests: {cpu: "4", memory: 8Gi}
+      limits: {cpu: "4", memory: 8Gi}
+  - name: loader
+    image: nvcr.io/nvidia/pytorch:24.05-py3
+    resources:
+      requests: {cpu: "4", memory: 8Gi}
+      limits: {cpu: "4", memory: 8Gi}
+status:
+  phase: Pending
+  qosClass: Guaranteed
+"#;
+    let r = run(&[node("n1", "single-numa-node"), pod.to_string()]);
+    assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+    let reason = pending_reason(&r, "a/p").to_string();
+    assert!(reason.contains("no NUMA zone with room"), "{reason}");
+    // Under best-effort it binds, over both zones: 126Gi from node-0, the rest from node-1.
+    let r = run(&[node("n1", "best-effort"), pod.to_string()]);
+    assert_eq!(binds(&r), [("a/p".to_string(), "n1".to_string())]);
+    let zones = &r.numa_zones[0].1;
+    assert_eq!(zones.len(), 2, "{zones:?}");
+    assert_eq!(zones[0].amount["memory"], 135_291_469_824);
+    assert_eq!(zones[1].amount["memory"], 150 * (1 << 30) - 135_291_469_824);
+}

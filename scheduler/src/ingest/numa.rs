@@ -141,6 +141,21 @@ pub fn pod_numa(spec: &PodSpec, status: Option<&PodStatus>) -> Option<PodNuma> {
         add(&mut pod, r);
     }
     max(&mut pod, &init_peak);
+    // Pod-level requests, where set, replace the containers' memory and hugepages
+    // (`resourcehelper.PodRequests`, component-helpers v0.35.4 as KAI vendors it; its CPU
+    // gives way to the pinned CPUs counted above).
+    for (name, q) in spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|(n, _)| *n == "memory" || n.starts_with("hugepages-"))
+    {
+        if let Some(amount) = numa::quantity(name, &q.0) {
+            pod.insert(numa::normalize(name), amount);
+        }
+    }
     // The runtime's overhead adds to everything but the CPUs the static CPU manager pins
     // (KAI replaces the CPU of `PodRequests` with `podGuaranteedCPUMilli`, which has none).
     for (name, q) in spec.overhead.iter().flatten().filter(|(n, _)| *n != "cpu") {
