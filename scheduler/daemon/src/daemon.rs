@@ -343,8 +343,8 @@ fn spawn_follower(
     wake: mpsc::Sender<Wake>,
     woken: mpsc::Receiver<Wake>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
-    let mut watcher = match &options.follow.origin {
-        Origin::Local(path) => Some(CheckoutWatch::new(path, wake)?),
+    let watcher = match &options.follow.origin {
+        Origin::Local(path) => Some(watch_checkout(path, wake)?),
         Origin::Remote(_) => None,
     };
     let mut follower = Follower::new(options.follow.clone());
@@ -353,10 +353,8 @@ fn spawn_follower(
     std::thread::Builder::new()
         .name("policy-follower".to_string())
         .spawn(move || {
+            let _watcher = watcher;
             loop {
-                if let Some(watcher) = watcher.as_mut() {
-                    watcher.follow_link();
-                }
                 shared.take(follower.check());
                 match woken.recv_timeout(poll) {
                     Ok(Wake::Changed) | Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -374,79 +372,44 @@ fn spawn_follower(
         .map_err(|e| format!("cannot start the policy follower: {e}"))
 }
 
-/// The watcher of a local checkout (its files and its `.git`), debounced: a commit or a
-/// git-sync update wakes the follower once, about 100 ms after the last change.
+/// Watches a local checkout (its files and its `.git`), debounced: a commit or a git-sync
+/// update wakes the follower once, about 100 ms after the last change.
 ///
-/// git-sync publishes each commit as a new worktree and swaps a symlink to it (its `--link`):
-/// when the path given is such a link, the folder holding it is watched too, so the swap
-/// wakes the follower, and [`CheckoutWatch::follow_link`] moves the watch onto the new
-/// worktree (the one it was on is deleted next).
-struct CheckoutWatch {
-    debouncer: notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>,
-    path: PathBuf,
-    /// Where the link pointed when the watch was set; `None` when the path is no link.
-    target: Option<PathBuf>,
-}
-
-impl CheckoutWatch {
-    fn new(path: &Path, wake: mpsc::Sender<Wake>) -> Result<CheckoutWatch, String> {
-        use notify_debouncer_mini::notify::RecursiveMode;
-        let cannot = |e: &dyn std::fmt::Display| format!("cannot watch {}: {e}", path.display());
-        let mut debouncer = notify_debouncer_mini::new_debouncer(
-            Duration::from_millis(100),
-            move |_events: notify_debouncer_mini::DebounceEventResult| {
-                let _ = wake.send(Wake::Changed);
-            },
-        )
+/// git-sync publishes each commit as a new worktree and swaps a symlink to it (its `--link`),
+/// then deletes the old worktree: when the path given is such a link, the folder holding it is
+/// watched too, so every swap wakes the follower, which opens the checkout through the link
+/// afresh each time it looks.
+fn watch_checkout(
+    path: &Path,
+    wake: mpsc::Sender<Wake>,
+) -> Result<
+    notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>,
+    String,
+> {
+    use notify_debouncer_mini::notify::RecursiveMode;
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot watch {}: {e}", path.display());
+    let mut debouncer = notify_debouncer_mini::new_debouncer(
+        Duration::from_millis(100),
+        move |_events: notify_debouncer_mini::DebounceEventResult| {
+            let _ = wake.send(Wake::Changed);
+        },
+    )
+    .map_err(|e| cannot(&e))?;
+    debouncer
+        .watcher()
+        .watch(path, RecursiveMode::Recursive)
         .map_err(|e| cannot(&e))?;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
         debouncer
             .watcher()
-            .watch(path, RecursiveMode::Recursive)
+            .watch(parent, RecursiveMode::NonRecursive)
             .map_err(|e| cannot(&e))?;
-        let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-        let target = if is_link {
-            let parent = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            debouncer
-                .watcher()
-                .watch(parent, RecursiveMode::NonRecursive)
-                .map_err(|e| cannot(&e))?;
-            std::fs::canonicalize(path).ok()
-        } else {
-            None
-        };
-        Ok(CheckoutWatch {
-            debouncer,
-            path: path.to_path_buf(),
-            target,
-        })
     }
-
-    /// When the path is a link that now points elsewhere, watches where it points now.
-    fn follow_link(&mut self) {
-        use notify_debouncer_mini::notify::RecursiveMode;
-        let Some(target) = &self.target else {
-            return;
-        };
-        let Ok(now) = std::fs::canonicalize(&self.path) else {
-            return;
-        };
-        if &now == target {
-            return;
-        }
-        let watcher = self.debouncer.watcher();
-        // The old worktree may be gone already, its watches with it.
-        let _ = watcher.unwatch(&self.path);
-        match watcher.watch(&self.path, RecursiveMode::Recursive) {
-            Ok(()) => {
-                info!(target = %now.display(), "following the checkout's link");
-                self.target = Some(now);
-            }
-            Err(e) => warn!("cannot watch {}: {e}", self.path.display()),
-        }
-    }
+    Ok(debouncer)
 }
 
 /// The scheduling loop's own state, moved onto a blocking thread for each cycle.
