@@ -1,6 +1,6 @@
 //! Reload latency: a commit to the policy repository until `/policy` shows it active, with the
-//! 10,000-queue generated policy, for a watched local checkout and for a `file://` remote
-//! fetched every second. Runs the real binary (`kai-scheduler run`), as an operator would.
+//! 10,000-queue generated policy, for a watched local checkout, for a `file://` remote
+//! fetched every second, and for git-sync's layout (a link swapped to a new worktree). Runs the real binary (`kai-scheduler run`), as an operator would.
 //!
 //! `cargo bench -p kai-scheduler-daemon --bench reload` (`KAI_BENCH_RELOADS=N`: commits per
 //! origin, default 5).
@@ -100,7 +100,19 @@ fn wait_for(address: &str, commit: &str, limit: Duration) -> Duration {
     started.elapsed()
 }
 
-fn measure(name: &str, remote: bool, reloads: usize) {
+/// How the daemon is pointed at the policy repository.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    /// The working checkout itself, watched.
+    Local,
+    /// `file://` to it, polled every second.
+    Remote,
+    /// git-sync's layout: a link to a worktree, swapped to a fresh clone at each commit (timed
+    /// from the swap).
+    GitSync,
+}
+
+fn measure(name: &str, source: Source, reloads: usize) {
     let dir = tempfile::tempdir().expect("temporary folder");
     let work = dir.path().join("repo");
     let mut init = RepositoryInitOptions::new();
@@ -112,12 +124,28 @@ fn measure(name: &str, remote: bool, reloads: usize) {
         std::fs::write(path, &file.text).expect("policy file");
     }
     let first = commit_all(&repo, "10,000 queues");
-    let origin = if remote {
-        format!("file://{}", work.display())
-    } else {
-        work.display().to_string()
+    let link = dir.path().join("git").join("policy");
+    let worktree = |n: usize| {
+        let at = dir.path().join("git/.worktrees").join(n.to_string());
+        Repository::clone(&format!("file://{}", work.display()), &at).expect("worktree");
+        let staged = dir.path().join("git/policy.tmp");
+        std::os::unix::fs::symlink(&at, &staged).expect("link");
+        std::fs::rename(&staged, &link).expect("swap");
     };
-    let (mut child, address) = start(dir.path(), &origin, if remote { "1s" } else { "30s" });
+    let origin = match source {
+        Source::Remote => format!("file://{}", work.display()),
+        Source::Local => work.display().to_string(),
+        Source::GitSync => {
+            worktree(0);
+            link.display().to_string()
+        }
+    };
+    let poll = if source == Source::Remote {
+        "1s"
+    } else {
+        "30s"
+    };
+    let (mut child, address) = start(dir.path(), &origin, poll);
     wait_for(&address, &first, Duration::from_secs(120));
     let mut times = Vec::new();
     for i in 0..reloads {
@@ -128,7 +156,15 @@ fn measure(name: &str, remote: bool, reloads: usize) {
         )
         .expect("policy file");
         let commit = commit_all(&repo, "one more queue");
+        if source == Source::GitSync {
+            worktree(i + 1);
+        }
         times.push(wait_for(&address, &commit, Duration::from_secs(60)));
+        if source == Source::GitSync {
+            // git-sync deletes the worktree it swapped away from.
+            let old = dir.path().join("git/.worktrees").join(i.to_string());
+            std::fs::remove_dir_all(old).expect("old worktree");
+        }
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -149,6 +185,11 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5usize)
         .max(1);
-    measure("watched local checkout", false, reloads);
-    measure("file:// remote, --poll 1s", true, reloads);
+    measure("watched local checkout", Source::Local, reloads);
+    measure("file:// remote, --poll 1s", Source::Remote, reloads);
+    measure(
+        "git-sync link swap (timed from the swap)",
+        Source::GitSync,
+        reloads,
+    );
 }
