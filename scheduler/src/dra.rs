@@ -82,6 +82,11 @@ pub struct ResourceSlice {
     /// `spec.nodeName`: the node whose devices these are. `None` for slices of `allNodes` or a
     /// `nodeSelector`, which KAI counts on no node (`cluster_info.go: populateDRAGPUs`).
     pub node: Option<String>,
+    /// `spec.allNodes`: its devices are reachable from every node.
+    pub all_nodes: bool,
+    /// `spec.nodeSelector`'s terms (the API allows one): the nodes its devices are reachable
+    /// from.
+    pub node_selector: Vec<crate::cluster::NodeSelectorTerm>,
     /// `spec.driver`.
     pub driver: String,
     /// `spec.pool.name`.
@@ -206,8 +211,12 @@ impl Default for Mode {
 /// `status.allocation`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Allocation {
-    /// The node its `nodeSelector` names (`None`: usable anywhere).
+    /// The node its `nodeSelector` names, when it names one (`metadata.name In [node]`).
     pub node: Option<String>,
+    /// Otherwise the `nodeSelector`'s terms (a node matching any may use the claim), as an
+    /// allocation of devices reachable from several nodes has them; none with no `node`:
+    /// usable anywhere.
+    pub selector: Vec<crate::cluster::NodeSelectorTerm>,
     /// `devices.results`.
     pub devices: Vec<AllocatedDevice>,
 }

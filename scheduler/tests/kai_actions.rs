@@ -712,6 +712,8 @@ impl KaiDra {
                 .map(|s| dra::ResourceSlice {
                     name: s.name.clone(),
                     node: Some(s.node_name.clone()),
+                    all_nodes: false,
+                    node_selector: Vec::new(),
                     driver: FAKE_DRIVER.into(),
                     pool: s.node_name.clone(),
                     // KAI's builder (`getResourceSlices`): generation 0, and as many slices
@@ -748,6 +750,7 @@ impl KaiDra {
                     }],
                     allocation: (!c.allocation.is_empty()).then(|| dra::Allocation {
                         node: None,
+                        selector: Vec::new(),
                         devices: c
                             .allocation
                             .iter()

@@ -290,6 +290,41 @@ fn allocation_json(claim: &Value, given: &Allocation, classes: &BTreeMap<String,
         out["nodeSelector"] = json!({ "nodeSelectorTerms": [{ "matchFields": [
             { "key": "metadata.name", "operator": "In", "values": [node] }
         ]}]});
+    } else if !given.selector.is_empty() {
+        let terms: Vec<Value> = given.selector.iter().map(term_json).collect();
+        out["nodeSelector"] = json!({ "nodeSelectorTerms": terms });
+    }
+    out
+}
+
+/// A node selector term as the API writes it.
+fn term_json(term: &kai_scheduler::cluster::NodeSelectorTerm) -> Value {
+    use kai_scheduler::cluster::Operator;
+    let requirements = |list: &[kai_scheduler::cluster::Requirement]| -> Vec<Value> {
+        list.iter()
+            .map(|r| {
+                let operator = match r.operator {
+                    Operator::In => "In",
+                    Operator::NotIn => "NotIn",
+                    Operator::Exists => "Exists",
+                    Operator::DoesNotExist => "DoesNotExist",
+                    Operator::Gt => "Gt",
+                    Operator::Lt => "Lt",
+                };
+                let mut out = json!({ "key": r.key, "operator": operator });
+                if !r.values.is_empty() {
+                    out["values"] = json!(r.values);
+                }
+                out
+            })
+            .collect()
+    };
+    let mut out = json!({});
+    if !term.expressions.is_empty() {
+        out["matchExpressions"] = json!(requirements(&term.expressions));
+    }
+    if !term.fields.is_empty() {
+        out["matchFields"] = json!(requirements(&term.fields));
     }
     out
 }

@@ -578,6 +578,7 @@ fn a_bound_pods_claims_get_their_devices_and_consumer_first() {
     let classes = BTreeMap::from([("gpu.nvidia.com".to_string(), class)]);
     let given = Allocation {
         node: Some("dgx-01".into()),
+        selector: Vec::new(),
         devices: vec![AllocatedDevice {
             request: "gpu".into(),
             driver: "gpu.nvidia.com".into(),

@@ -701,6 +701,7 @@ fn a_claim_written_for_an_accepted_bind_is_assumed_until_the_cache_shows_it() {
     };
     let given = Allocation {
         node: Some("n1".into()),
+        selector: Vec::new(),
         devices: vec![AllocatedDevice {
             request: "gpu".into(),
             driver: "gpu.nvidia.com".into(),

@@ -15,13 +15,16 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::state::DraShortage;
-use crate::cluster::{Pod, Snapshot};
+use crate::cluster::{NodeSelectorTerm, Pod, Snapshot};
 use crate::dra::{Candidate, MAX_CONSUMERS, MAX_DEVICES_PER_REQUEST, Mode, ResourceClaim, selects};
 
-/// A device on a node.
+/// A device, on one node or reachable from several.
 #[derive(Debug, Clone)]
 struct Dev<'s> {
-    node: usize,
+    /// Its node; `None` for a device of a slice for all nodes or a node selector.
+    node: Option<usize>,
+    /// Its slice (in the snapshot), whose node selector ties a claim given it.
+    slice: usize,
     driver: &'s str,
     pool: &'s str,
     name: &'s str,
@@ -31,17 +34,47 @@ struct Dev<'s> {
     /// Allocated to a claim in the snapshot: given to another claim only when no other device
     /// will do, so that a victim put back finds its devices.
     owned: bool,
-    /// Its pool is complete and valid on its node ([`gather`]) and it needs no feature KAI's
-    /// allocator runs without ([`crate::dra::Device::unsupported`]): only then is it given to a
-    /// claim.
-    usable: bool,
 }
 
-/// A claim's devices (each with the request it was given for), and the node they tie it to.
+/// A claim's devices (each with the request it was given for), and where they let its pods
+/// run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Held<'s> {
-    node: Option<usize>,
+    tie: Tie,
     devices: Vec<(usize, &'s str)>,
+}
+
+/// Where a claim's devices let its pods run: its allocation's `nodeSelector`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tie {
+    /// Anywhere (no selector).
+    Anywhere,
+    /// One node (`metadata.name In [node]`).
+    Node(usize),
+    /// The nodes matching any of `terms` (`reach`, by node).
+    Nodes {
+        terms: Vec<NodeSelectorTerm>,
+        reach: Vec<bool>,
+    },
+}
+
+impl Tie {
+    /// The nodes matching any of `terms`, of `nodes`.
+    fn nodes(terms: Vec<NodeSelectorTerm>, nodes: &[crate::cluster::Node]) -> Tie {
+        let reach = nodes
+            .iter()
+            .map(|n| terms.iter().any(|t| super::filters::term_matches(n, t)))
+            .collect();
+        Tie::Nodes { terms, reach }
+    }
+
+    fn allows(&self, node: usize) -> bool {
+        match self {
+            Tie::Anywhere => true,
+            Tie::Node(n) => *n == node,
+            Tie::Nodes { reach, .. } => reach[node],
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -70,9 +103,14 @@ struct Claim<'s> {
 /// The claims and devices of one cycle.
 #[derive(Debug, Clone)]
 pub(super) struct DraState<'s> {
-    node_names: Vec<&'s str>,
+    snapshot: &'s Snapshot,
     devices: Vec<Dev<'s>>,
+    /// The devices reachable from each node.
     on_node: Vec<Vec<usize>>,
+    /// Those a claim may be given there: their pool complete and valid on the node
+    /// ([`gather`]), and needing no feature KAI's allocator runs without
+    /// ([`crate::dra::Device::unsupported`]).
+    offer: Vec<Vec<usize>>,
     /// Per node, why a request for all devices cannot be met there: a pool being updated or
     /// invalid ([`gather`]).
     unsettled: Vec<Option<String>>,
@@ -96,29 +134,34 @@ impl<'s> DraState<'s> {
         let nodes = snapshot.node_index();
         let mut devices = Vec::new();
         let mut on_node = vec![Vec::new(); snapshot.nodes.len()];
+        let mut offer = vec![Vec::new(); snapshot.nodes.len()];
         let mut by_key = HashMap::new();
         let mut device_of = Vec::new();
-        let pools = gather(&snapshot.dra.slices, &nodes, snapshot.nodes.len());
+        let pools = gather(&snapshot.dra.slices, &nodes, &snapshot.nodes);
         for &(i, node, usable) in &pools.slices {
             let s = &snapshot.dra.slices[i];
             for d in &s.devices {
                 // A name twice in a pool (an invalid pool) is one device: none is given anyway.
                 let key = (s.driver.as_str(), s.pool.as_str(), d.name.as_str());
-                if by_key.contains_key(&key) {
-                    continue;
-                }
-                by_key.insert(key, devices.len());
-                on_node[node].push(devices.len());
-                device_of.push(d);
-                devices.push(Dev {
-                    node,
-                    driver: &s.driver,
-                    pool: &s.pool,
-                    name: &d.name,
-                    holders: 0,
-                    owned: false,
-                    usable: usable && d.unsupported.is_none(),
+                let at = *by_key.entry(key).or_insert_with(|| {
+                    device_of.push(d);
+                    devices.push(Dev {
+                        node: s.node.is_some().then_some(node),
+                        slice: i,
+                        driver: &s.driver,
+                        pool: &s.pool,
+                        name: &d.name,
+                        holders: 0,
+                        owned: false,
+                    });
+                    devices.len() - 1
                 });
+                if !on_node[node].contains(&at) {
+                    on_node[node].push(at);
+                    if usable && d.unsupported.is_none() {
+                        offer[node].push(at);
+                    }
+                }
             }
         }
         // Claims pending pods use: only those may need devices chosen.
@@ -155,7 +198,14 @@ impl<'s> DraState<'s> {
                     )
                 });
             let held = claim.allocation.as_ref().map(|a| Held {
-                node: a.node.as_deref().and_then(|n| nodes.get(n).copied()),
+                tie: match (a.node.as_deref().and_then(|n| nodes.get(n)), &a.selector) {
+                    (Some(&n), _) => Tie::Node(n),
+                    (None, terms) if !terms.is_empty() => {
+                        Tie::nodes(terms.clone(), &snapshot.nodes)
+                    }
+                    // A node the cluster does not have: `away` keeps its pods off every node.
+                    _ => Tie::Anywhere,
+                },
                 devices: a
                     .devices
                     .iter()
@@ -199,9 +249,10 @@ impl<'s> DraState<'s> {
             }
         }
         Some(DraState {
-            node_names: snapshot.nodes.iter().map(|n| n.name.as_str()).collect(),
+            snapshot,
             devices,
             on_node,
+            offer,
             unsettled: pools.unsettled,
             claims,
             by_name,
@@ -283,14 +334,18 @@ impl<'s> DraState<'s> {
                 return Some(DraShortage::Consumers(name()));
             }
             match &claim.held {
-                Some(held) => {
-                    if let Some(n) = held.node.filter(|&n| n != node) {
+                Some(held) => match &held.tie {
+                    Tie::Node(n) if *n != node => {
                         return Some(DraShortage::OtherNode(
                             name(),
-                            self.node_names[n].to_string(),
+                            self.snapshot.nodes[*n].name.clone(),
                         ));
                     }
-                }
+                    Tie::Nodes { reach, .. } if !reach[node] => {
+                        return Some(DraShortage::Unreachable(name()));
+                    }
+                    _ => {}
+                },
                 None => match self.choose(c, node, &taken) {
                     Some(devices) => taken.extend(devices.into_iter().map(|(d, _)| d)),
                     None => {
@@ -316,7 +371,7 @@ impl<'s> DraState<'s> {
         let free = |d: usize| self.devices[d].holders == 0 && !taken.contains(&d);
         if let Some(pinned) = &claim.pinned {
             // The API server keeps the snapshot's allocation: those devices or none.
-            let here = pinned.node.is_none_or(|n| n == node)
+            let here = pinned.tie.allows(node)
                 && pinned.devices.iter().all(|&(d, _)| free(d));
             return here.then(|| pinned.devices.clone());
         }
@@ -329,7 +384,7 @@ impl<'s> DraState<'s> {
         if let Some(last) = claim.last.as_ref().filter(|l| {
             l.devices
                 .iter()
-                .all(|&(d, _)| self.devices[d].node == node && free(d))
+                .all(|&(d, _)| self.offer[node].contains(&d) && free(d))
                 && !l.devices.is_empty()
         }) {
             return Some(last.devices.clone());
@@ -337,10 +392,10 @@ impl<'s> DraState<'s> {
         let mut chosen: Vec<(usize, &'s str)> = Vec::new();
         let used = |chosen: &[(usize, &str)], d: usize| chosen.iter().any(|&(c, _)| c == d);
         for (request, accepted) in claim.claim.requests.iter().zip(accepts) {
-            let mut here: Vec<usize> = self.on_node[node]
+            let mut here: Vec<usize> = self.offer[node]
                 .iter()
                 .copied()
-                .filter(|&d| self.devices[d].usable && accepted.binary_search(&d).is_ok())
+                .filter(|d| accepted.binary_search(d).is_ok())
                 .collect();
             here.sort_by_key(|&d| self.devices[d].owned);
             match request.mode {
@@ -397,9 +452,8 @@ impl<'s> DraState<'s> {
             for &(d, _) in &devices {
                 self.devices[d].holders += 1;
             }
-            // A device of a node's own slice ties the claim to that node.
-            let node = (!devices.is_empty()).then_some(node);
-            self.claims[c].held = Some(Held { node, devices });
+            let tie = self.tie(node, &devices);
+            self.claims[c].held = Some(Held { tie, devices });
         }
     }
 
@@ -428,6 +482,37 @@ impl<'s> DraState<'s> {
         }
     }
 
+    /// Where `devices`, given on `node`, let a claim's pods run, as the upstream allocator
+    /// writes it (`allocator_stable.go: createNodeSelector`): a device of a node's own slice
+    /// ties the claim to that node; otherwise the requirements of the node selectors of the
+    /// devices' slices all hold (merged into one term); a claim of devices for all nodes
+    /// only, or of none, runs anywhere.
+    fn tie(&self, node: usize, devices: &[(usize, &str)]) -> Tie {
+        if devices.iter().any(|&(d, _)| self.devices[d].node.is_some()) {
+            return Tie::Node(node);
+        }
+        let mut merged = NodeSelectorTerm::default();
+        for &(d, _) in devices {
+            let slice = &self.snapshot.dra.slices[self.devices[d].slice];
+            for term in slice.node_selector.iter().take(1) {
+                for r in &term.expressions {
+                    if !merged.expressions.contains(r) {
+                        merged.expressions.push(r.clone());
+                    }
+                }
+                for r in &term.fields {
+                    if !merged.fields.contains(r) {
+                        merged.fields.push(r.clone());
+                    }
+                }
+            }
+        }
+        if merged.expressions.is_empty() && merged.fields.is_empty() {
+            return Tie::Anywhere;
+        }
+        Tie::nodes(vec![merged], &self.snapshot.nodes)
+    }
+
     /// Whether some device on `node` is held by two claims at once (a victim put back on the
     /// devices its preemptor took).
     pub fn overdrawn(&self, node: usize) -> bool {
@@ -443,7 +528,14 @@ impl<'s> DraState<'s> {
         let mut out = Vec::new();
         for claim in &self.claims {
             let allocation = claim.held.as_ref().map(|h| crate::dra::Allocation {
-                node: h.node.map(|n| self.node_names[n].to_string()),
+                node: match h.tie {
+                    Tie::Node(n) => Some(self.snapshot.nodes[n].name.clone()),
+                    _ => None,
+                },
+                selector: match &h.tie {
+                    Tie::Nodes { terms, .. } => terms.clone(),
+                    _ => Vec::new(),
+                },
                 devices: h
                     .devices
                     .iter()
@@ -546,7 +638,8 @@ pub(super) struct Gathered {
     pub(super) unsettled: Vec<Option<String>>,
 }
 
-/// Groups the node-local slices by node and pool: of each group only the newest generation
+/// Groups the slices by the nodes they are for (their node, every node, or the nodes their
+/// selector matches) and pool: of each group only the newest generation
 /// counts; it is incomplete when it has fewer slices than its `resourceSliceCount` (counting
 /// the pool's slices of that generation on every node when the node's own are too few), and
 /// ignored when some slice of the pool anywhere has a newer generation (the driver is
@@ -554,7 +647,7 @@ pub(super) struct Gathered {
 pub(super) fn gather(
     slices: &[crate::dra::ResourceSlice],
     nodes: &HashMap<&str, usize>,
-    node_count: usize,
+    all: &[crate::cluster::Node],
 ) -> Gathered {
     use std::collections::BTreeMap;
     let mut groups: BTreeMap<(usize, &str, &str), Vec<usize>> = BTreeMap::new();
@@ -563,13 +656,23 @@ pub(super) fn gather(
         let pool = (s.driver.as_str(), s.pool.as_str());
         let top = newest.entry(pool).or_insert(s.generation);
         *top = (*top).max(s.generation);
-        if let Some(&node) = s.node.as_deref().and_then(|n| nodes.get(n)) {
+        // The nodes it is for (`NodeMatches`); a slice with more than one selector term,
+        // which the API refuses, is for none.
+        let reached: Vec<usize> = match (&s.node, s.all_nodes, s.node_selector.as_slice()) {
+            (Some(n), _, _) => nodes.get(n.as_str()).copied().into_iter().collect(),
+            (None, true, _) => (0..all.len()).collect(),
+            (None, false, [term]) => (0..all.len())
+                .filter(|&n| super::filters::term_matches(&all[n], term))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for node in reached {
             groups.entry((node, pool.0, pool.1)).or_default().push(i);
         }
     }
     let mut out = Gathered {
         slices: Vec::new(),
-        unsettled: vec![None; node_count],
+        unsettled: vec![None; all.len()],
     };
     for ((node, driver, pool), members) in groups {
         let generation = members.iter().map(|&i| slices[i].generation).max();

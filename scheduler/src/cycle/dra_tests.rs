@@ -26,6 +26,8 @@ fn dra_node(cpu: i64) -> (Node, ResourceSlice) {
         pool: "n1".into(),
         generation: 0,
         slice_count: Some(1),
+        all_nodes: false,
+        node_selector: Vec::new(),
         devices: ["gpu-0", "gpu-1"]
             .map(|d| Device {
                 name: d.into(),
@@ -56,6 +58,7 @@ fn claim(name: &str, on: Option<&str>, for_pod: Option<&str>) -> ResourceClaim {
                 pool: "n1".into(),
                 device: d.into(),
             }],
+            selector: Vec::new(),
         }),
         reserved_for: for_pod.into_iter().map(str::to_string).collect(),
         ..ResourceClaim::default()
@@ -217,6 +220,8 @@ fn a_victim_whose_only_device_the_preemptor_needs_is_evicted_not_put_back_withou
         pool: "n1".into(),
         generation: 0,
         slice_count: Some(1),
+        all_nodes: false,
+        node_selector: Vec::new(),
         devices: vec![Device {
             name: "nic-0".into(),
             attributes: Default::default(),
@@ -491,6 +496,8 @@ fn a_pool_over_several_nodes_counts_its_slices_everywhere() {
         pool: "fabric".into(),
         generation,
         slice_count: Some(2),
+        all_nodes: false,
+        node_selector: Vec::new(),
         devices: vec![Device {
             name: format!("{name}-dev"),
             attributes: Default::default(),
@@ -503,9 +510,196 @@ fn a_pool_over_several_nodes_counts_its_slices_everywhere() {
         at("new-any", None, 2),
     ];
     let nodes: std::collections::HashMap<&str, usize> = [("n1", 0), ("n2", 1)].into();
-    let got = super::dra::gather(&slices, &nodes, 2);
+    let got = super::dra::gather(&slices, &nodes, &[node("n1", 0), node("n2", 0)]);
     // n1's generation 1 is obsolete: listed (a claim holding its device keeps it) but unusable,
     // with no complaint; n2's one slice of generation 2 and the slice for no node make two.
     assert_eq!(got.slices, [(0, 0, false), (1, 1, true)]);
     assert_eq!(got.unsettled, [None, None]);
+}
+
+/// Devices reachable from several nodes: slices for all nodes or a node selector (a fabric's
+/// NICs behind a switch, say), as the upstream allocator gathers them (`GatherPools`,
+/// `NodeMatches`) and ties the claims given them (`createNodeSelector`).
+mod reach {
+    use super::super::tests::{binds, cycle, pending_reason, policy};
+    use super::TEAM;
+    use crate::ingest::{Options, parse_cluster};
+
+    /// n1 behind switch sw1, n2 behind sw2 (n2 with `cpu` cores), the NIC class, a pool of
+    /// two NICs behind sw1 and one of two devices reachable from every node.
+    fn cluster(n2_cpu: &str) -> String {
+        format!(
+            r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {{kubernetes.io/hostname: n1, fabric.example.com/switch: sw1}}
+status:
+  allocatable: {{cpu: "64", memory: 512Gi, pods: "110"}}
+  conditions: [{{type: Ready, status: "True"}}]
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n2
+  labels: {{kubernetes.io/hostname: n2, fabric.example.com/switch: sw2}}
+status:
+  allocatable: {{cpu: "{n2_cpu}", memory: 512Gi, pods: "110"}}
+  conditions: [{{type: Ready, status: "True"}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: nic.fabric.example.com}}
+spec:
+  selectors:
+  - cel: {{expression: "device.driver == 'fabric.example.com'"}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: pool.storage.example.com}}
+spec:
+  selectors:
+  - cel: {{expression: "device.driver == 'storage.example.com'"}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: fabric-sw1}}
+spec:
+  driver: fabric.example.com
+  pool: {{generation: 1, name: sw1, resourceSliceCount: 1}}
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchExpressions:
+      - {{key: fabric.example.com/switch, operator: In, values: [sw1]}}
+  devices:
+  - {{name: nic-0, attributes: {{port: {{int: 0}}}}}}
+  - {{name: nic-1, attributes: {{port: {{int: 1}}}}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: storage-everywhere}}
+spec:
+  driver: storage.example.com
+  pool: {{generation: 1, name: shared, resourceSliceCount: 1}}
+  allNodes: true
+  devices:
+  - {{name: vol-0}}
+  - {{name: vol-1}}
+"#
+        )
+    }
+
+    /// A pending pod of queue b asking 4 cores and `count` devices of `class` through a
+    /// template's claim, with `status` for the claim (`{}`: not allocated).
+    fn pod(name: &str, class: &str, count: u32, status: &str) -> String {
+        format!(
+            r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: {name}-dev
+  namespace: b
+  ownerReferences: [{{apiVersion: v1, kind: Pod, name: {name}, uid: uid-{name}, controller: true}}]
+spec:
+  devices:
+    requests:
+    - name: dev
+      exactly: {{deviceClassName: {class}, allocationMode: ExactCount, count: {count}}}
+status: {status}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: b
+  creationTimestamp: '2026-11-21T08:00:00Z'
+spec:
+  schedulerName: kai-scheduler
+  resourceClaims:
+  - {{name: dev, resourceClaimTemplateName: {name}-template}}
+  containers:
+  - name: main
+    image: registry.example/app:1
+    resources:
+      claims: [{{name: dev}}]
+      requests: {{cpu: "4", memory: 1Gi}}
+status:
+  phase: Pending
+  resourceClaimStatuses:
+  - {{name: dev, resourceClaimName: {name}-dev}}
+"#
+        )
+    }
+
+    fn run(objects: &[String]) -> crate::cycle::CycleResult {
+        let policy = policy(TEAM);
+        let file = parse_cluster(
+            "cluster.yaml",
+            &objects.join("---\n"),
+            &Options::for_policy(&policy),
+        )
+        .unwrap();
+        assert!(file.notes.is_empty(), "{:?}", file.notes);
+        cycle(&policy, &file.snapshot, 1_000)
+    }
+
+    #[test]
+    fn a_device_behind_a_node_selector_is_given_on_the_nodes_it_reaches_and_ties_its_claim_to_them()
+    {
+        // Only n1 reaches the NICs: the pod goes there (n2 has more room, which spread would
+        // otherwise not matter to), and its claim is tied to the slice's selector, not to n1.
+        let r = run(&[cluster("64"), pod("p1", "nic.fabric.example.com", 2, "{}")]);
+        assert_eq!(binds(&r), [("b/p1".to_string(), "n1".to_string())]);
+        let claim = r.claims.iter().find(|c| c.name == "p1-dev").unwrap();
+        let allocation = claim.allocation.as_ref().unwrap();
+        assert_eq!(allocation.node, None);
+        assert_eq!(allocation.selector.len(), 1);
+        let term = &allocation.selector[0];
+        assert_eq!(term.expressions.len(), 1);
+        assert_eq!(term.expressions[0].key, "fabric.example.com/switch");
+        assert_eq!(term.expressions[0].values, ["sw1"]);
+        let devices: Vec<&str> = allocation.devices.iter().map(|d| d.device.as_str()).collect();
+        assert_eq!(devices, ["nic-0", "nic-1"]);
+        // A third NIC is not there: the pod waits, and n2 says why it is no use.
+        let r = run(&[cluster("64"), pod("p2", "nic.fabric.example.com", 3, "{}")]);
+        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+    }
+
+    #[test]
+    fn a_device_for_all_nodes_ties_its_claim_to_none() {
+        let r = run(&[cluster("64"), pod("p1", "pool.storage.example.com", 2, "{}")]);
+        assert_eq!(binds(&r).len(), 1, "{:?}", r.decisions);
+        let claim = r.claims.iter().find(|c| c.name == "p1-dev").unwrap();
+        let allocation = claim.allocation.as_ref().unwrap();
+        assert_eq!((allocation.node.as_deref(), allocation.selector.len()), (None, 0));
+    }
+
+    #[test]
+    fn a_claim_allocated_behind_a_node_selector_keeps_its_pod_to_the_nodes_it_names() {
+        // The claim was allocated nic-0 with the selector for sw2 (the pool's devices moved
+        // to sw2 since): its pod may only run on n2, which has 2 cores; it waits, and n1 says
+        // it is out of the claim's reach.
+        let allocated = r#"
+  allocation:
+    devices:
+      results: [{request: dev, driver: fabric.example.com, pool: sw1, device: nic-0}]
+    nodeSelector:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: fabric.example.com/switch, operator: In, values: [sw2]}"#;
+        let r = run(&[cluster("2"), pod("p3", "nic.fabric.example.com", 1, allocated)]);
+        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+        let reason = pending_reason(&r, "b/p3").to_string();
+        assert!(
+            reason.contains(
+                "1 is not among the nodes the devices of ResourceClaim b/p3-dev are reachable \
+                 from (its allocation's nodeSelector)"
+            ) && reason.contains("1 lacks 4 CPU"),
+            "{reason}"
+        );
+        // With room on n2 it runs there.
+        let r = run(&[cluster("64"), pod("p3", "nic.fabric.example.com", 1, allocated)]);
+        assert_eq!(binds(&r), [("b/p3".to_string(), "n2".to_string())]);
+    }
 }

@@ -753,6 +753,10 @@ fn summary(found: BTreeMap<Found, (u32, i64)>, pod: &Pod) -> Vec<String> {
                     DraShortage::OtherNode(claim, node) => format!(
                         "{count} {is} not node {node}, where ResourceClaim {claim} is allocated"
                     ),
+                    DraShortage::Unreachable(claim) => format!(
+                        "{count} {is} not among the nodes the devices of ResourceClaim {claim} \
+                         are reachable from (its allocation's nodeSelector)"
+                    ),
                     DraShortage::Pool(claim, why) => format!(
                         "{count} cannot give ResourceClaim {claim} all the devices it asks: {why}"
                     ),

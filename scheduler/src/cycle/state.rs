@@ -1195,6 +1195,8 @@ pub enum DraShortage {
     Devices(String),
     /// It is allocated on another node (named).
     OtherNode(String, String),
+    /// Its devices are not reachable from the node (its allocation's node selector).
+    Unreachable(String),
     /// It asks all devices of a class, and a pool of the node is being updated or invalid
     /// (why).
     Pool(String, String),

@@ -113,12 +113,18 @@ fn slice(name: &str, value: &Value) -> Result<ResourceSlice, String> {
             unsupported,
         });
     }
+    let node_selector = match &spec["nodeSelector"] {
+        Value::Null => Vec::new(),
+        selector => node_selector(selector, "spec.nodeSelector")?,
+    };
     Ok(ResourceSlice {
         name: name.to_string(),
         node: spec["nodeName"]
             .as_str()
             .filter(|n| !n.is_empty())
             .map(str::to_string),
+        all_nodes: spec["allNodes"].as_bool() == Some(true),
+        node_selector,
         driver,
         pool,
         generation: integer(&spec["pool"]["generation"], "spec.pool.generation")?.unwrap_or(0),
@@ -254,14 +260,37 @@ fn allocation(a: &serde_json::Map<String, Value>) -> Result<Allocation, String> 
             device: r["device"].as_str().unwrap_or("").to_string(),
         })
         .collect();
-    let node = match a.get("nodeSelector") {
-        None | Some(Value::Null) => None,
-        Some(selector) => Some(one_node(selector).ok_or(
-            "status.allocation.nodeSelector names no single node (expected matchFields \
-             metadata.name In [node], or the kubernetes.io/hostname label)",
-        )?),
+    let (node, selector) = match a.get("nodeSelector") {
+        None | Some(Value::Null) => (None, Vec::new()),
+        Some(selector) => match one_node(selector) {
+            Some(node) => (Some(node), Vec::new()),
+            None => (
+                None,
+                node_selector(selector, "status.allocation.nodeSelector")?,
+            ),
+        },
     };
-    Ok(Allocation { node, devices })
+    Ok(Allocation {
+        node,
+        selector,
+        devices,
+    })
+}
+
+/// A `NodeSelector`'s terms.
+fn node_selector(value: &Value, at: &str) -> Result<Vec<crate::cluster::NodeSelectorTerm>, String> {
+    let selector: k8s_openapi::api::core::v1::NodeSelector =
+        serde_json::from_value(value.clone()).map_err(|e| format!("{at}: {e}"))?;
+    let terms = selector
+        .node_selector_terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| super::objects::term(t, &format!("{at}.nodeSelectorTerms[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if terms.is_empty() {
+        return Err(format!("{at} has no nodeSelectorTerms"));
+    }
+    Ok(terms)
 }
 
 fn one_node(selector: &Value) -> Option<String> {

@@ -605,7 +605,7 @@ fn node_requirements(
         .collect()
 }
 
-fn term(t: &K8sTerm, at: &str) -> Result<NodeSelectorTerm, String> {
+pub(super) fn term(t: &K8sTerm, at: &str) -> Result<NodeSelectorTerm, String> {
     Ok(NodeSelectorTerm {
         expressions: node_requirements(
             t.match_expressions.as_ref(),
