@@ -610,7 +610,7 @@ fn a_bound_pods_claims_get_their_devices_and_consumer_first() {
     // The pod's own claim: the structured allocator's result, the class's configuration for
     // its request, then the claim's, and the node its device ties it to; on the version seen.
     assert_eq!(writes[0].name, "trainer-0-gpu-8sfxk");
-    assert_eq!(writes[0].allocation, Some(given));
+    assert_eq!(writes[0].allocation, Some(given.clone()));
     assert_eq!(
         writes[0].patch,
         json!({
@@ -661,5 +661,39 @@ fn a_bound_pods_claims_get_their_devices_and_consumer_first() {
     assert_eq!(
         calls::claim_writes(&p, &users, &changed, &none, &classes).unwrap_err(),
         "ResourceClaim ml/trainer-0-gpu-8sfxk is not in the caches"
+    );
+    // Devices reachable from several nodes tie the claim to their slices' selector, written
+    // as the structured allocator writes it.
+    use kai_scheduler::cluster::{NodeSelectorTerm, Operator, Requirement};
+    let behind_switch = Allocation {
+        node: None,
+        selector: vec![NodeSelectorTerm {
+            expressions: vec![
+                Requirement {
+                    key: "fabric.example.com/switch".into(),
+                    operator: Operator::In,
+                    values: vec!["sw1".into()],
+                },
+                Requirement {
+                    key: "fabric.example.com/drained".into(),
+                    operator: Operator::DoesNotExist,
+                    values: Vec::new(),
+                },
+            ],
+            fields: Vec::new(),
+        }],
+        ..given.clone()
+    };
+    let changed = vec![ClaimStatus {
+        allocation: Some(behind_switch),
+        ..changed[0].clone()
+    }];
+    let writes = calls::claim_writes(&p, &users, &changed, &claims, &classes).unwrap();
+    assert_eq!(
+        writes[0].patch["status"]["allocation"]["nodeSelector"],
+        json!({ "nodeSelectorTerms": [{ "matchExpressions": [
+            { "key": "fabric.example.com/switch", "operator": "In", "values": ["sw1"] },
+            { "key": "fabric.example.com/drained", "operator": "DoesNotExist" },
+        ]}]})
     );
 }

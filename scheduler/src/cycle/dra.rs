@@ -371,8 +371,7 @@ impl<'s> DraState<'s> {
         let free = |d: usize| self.devices[d].holders == 0 && !taken.contains(&d);
         if let Some(pinned) = &claim.pinned {
             // The API server keeps the snapshot's allocation: those devices or none.
-            let here = pinned.tie.allows(node)
-                && pinned.devices.iter().all(|&(d, _)| free(d));
+            let here = pinned.tie.allows(node) && pinned.devices.iter().all(|&(d, _)| free(d));
             return here.then(|| pinned.devices.clone());
         }
         if claim.away.is_some() {

@@ -525,20 +525,12 @@ mod reach {
     use super::TEAM;
     use crate::ingest::{Options, parse_cluster};
 
-    /// n1 behind switch sw1, n2 behind sw2 (n2 with `cpu` cores), the NIC class, a pool of
-    /// two NICs behind sw1 and one of two devices reachable from every node.
+    /// n2 behind switch sw2 (with `n2_cpu` cores) and n1 behind sw1, in that order (so n2 is
+    /// tried first), the NIC class, a pool of two NICs behind sw1 and one of two devices
+    /// reachable from every node.
     fn cluster(n2_cpu: &str) -> String {
         format!(
             r#"
-apiVersion: v1
-kind: Node
-metadata:
-  name: n1
-  labels: {{kubernetes.io/hostname: n1, fabric.example.com/switch: sw1}}
-status:
-  allocatable: {{cpu: "64", memory: 512Gi, pods: "110"}}
-  conditions: [{{type: Ready, status: "True"}}]
----
 apiVersion: v1
 kind: Node
 metadata:
@@ -546,6 +538,15 @@ metadata:
   labels: {{kubernetes.io/hostname: n2, fabric.example.com/switch: sw2}}
 status:
   allocatable: {{cpu: "{n2_cpu}", memory: 512Gi, pods: "110"}}
+  conditions: [{{type: Ready, status: "True"}}]
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {{kubernetes.io/hostname: n1, fabric.example.com/switch: sw1}}
+status:
+  allocatable: {{cpu: "64", memory: 512Gi, pods: "110"}}
   conditions: [{{type: Ready, status: "True"}}]
 ---
 apiVersion: resource.k8s.io/v1
@@ -647,8 +648,8 @@ status:
     #[test]
     fn a_device_behind_a_node_selector_is_given_on_the_nodes_it_reaches_and_ties_its_claim_to_them()
     {
-        // Only n1 reaches the NICs: the pod goes there (n2 has more room, which spread would
-        // otherwise not matter to), and its claim is tied to the slice's selector, not to n1.
+        // Only n1 reaches the NICs: the pod goes there, not to n2, which comes first, and its
+        // claim is tied to the slice's selector, not to n1.
         let r = run(&[cluster("64"), pod("p1", "nic.fabric.example.com", 2, "{}")]);
         assert_eq!(binds(&r), [("b/p1".to_string(), "n1".to_string())]);
         let claim = r.claims.iter().find(|c| c.name == "p1-dev").unwrap();
@@ -659,7 +660,11 @@ status:
         assert_eq!(term.expressions.len(), 1);
         assert_eq!(term.expressions[0].key, "fabric.example.com/switch");
         assert_eq!(term.expressions[0].values, ["sw1"]);
-        let devices: Vec<&str> = allocation.devices.iter().map(|d| d.device.as_str()).collect();
+        let devices: Vec<&str> = allocation
+            .devices
+            .iter()
+            .map(|d| d.device.as_str())
+            .collect();
         assert_eq!(devices, ["nic-0", "nic-1"]);
         // A third NIC is not there: the pod waits, and n2 says why it is no use.
         let r = run(&[cluster("64"), pod("p2", "nic.fabric.example.com", 3, "{}")]);
@@ -668,11 +673,17 @@ status:
 
     #[test]
     fn a_device_for_all_nodes_ties_its_claim_to_none() {
-        let r = run(&[cluster("64"), pod("p1", "pool.storage.example.com", 2, "{}")]);
+        let r = run(&[
+            cluster("64"),
+            pod("p1", "pool.storage.example.com", 2, "{}"),
+        ]);
         assert_eq!(binds(&r).len(), 1, "{:?}", r.decisions);
         let claim = r.claims.iter().find(|c| c.name == "p1-dev").unwrap();
         let allocation = claim.allocation.as_ref().unwrap();
-        assert_eq!((allocation.node.as_deref(), allocation.selector.len()), (None, 0));
+        assert_eq!(
+            (allocation.node.as_deref(), allocation.selector.len()),
+            (None, 0)
+        );
     }
 
     #[test]
@@ -688,7 +699,10 @@ status:
       nodeSelectorTerms:
       - matchExpressions:
         - {key: fabric.example.com/switch, operator: In, values: [sw2]}"#;
-        let r = run(&[cluster("2"), pod("p3", "nic.fabric.example.com", 1, allocated)]);
+        let r = run(&[
+            cluster("2"),
+            pod("p3", "nic.fabric.example.com", 1, allocated),
+        ]);
         assert!(binds(&r).is_empty(), "{:?}", binds(&r));
         let reason = pending_reason(&r, "b/p3").to_string();
         assert!(
@@ -699,7 +713,10 @@ status:
             "{reason}"
         );
         // With room on n2 it runs there.
-        let r = run(&[cluster("64"), pod("p3", "nic.fabric.example.com", 1, allocated)]);
+        let r = run(&[
+            cluster("64"),
+            pod("p3", "nic.fabric.example.com", 1, allocated),
+        ]);
         assert_eq!(binds(&r), [("b/p3".to_string(), "n2".to_string())]);
     }
 }
