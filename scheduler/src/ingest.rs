@@ -682,8 +682,8 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             }
             Body::Dra(Ok(object)) => match object {
                 dra::DraObject::Class(c) => dra_objects.classes.push(c),
-                dra::DraObject::Slice(s) => dra_objects.slices.push(s),
-                dra::DraObject::Claim(c) => dra_objects.claims.push(c),
+                dra::DraObject::Slice(s) => dra_objects.slices.push(*s),
+                dra::DraObject::Claim(c) => dra_objects.claims.push(*c),
             },
             Body::Numa(Ok(topology)) => {
                 numa_topologies.extend(topology.map(|t| (name, t)));

@@ -15,10 +15,10 @@ use crate::dra::{
 pub enum DraObject {
     /// A DeviceClass.
     Class(DeviceClass),
-    /// A ResourceSlice.
-    Slice(ResourceSlice),
+    /// A ResourceSlice (boxed, as the claim: they are large).
+    Slice(Box<ResourceSlice>),
     /// A ResourceClaim.
-    Claim(ResourceClaim),
+    Claim(Box<ResourceClaim>),
 }
 
 /// Whether `api_version` is a `resource.k8s.io` version read here.
@@ -41,8 +41,8 @@ pub fn read(kind: &str, name: &str, namespace: &str, value: &Value) -> Result<Dr
             name: name.to_string(),
             selectors: selectors(&value["spec"]["selectors"]),
         })),
-        "ResourceSlice" => slice(name, value).map(DraObject::Slice),
-        "ResourceClaim" => claim(name, namespace, value).map(DraObject::Claim),
+        "ResourceSlice" => slice(name, value).map(|s| DraObject::Slice(Box::new(s))),
+        "ResourceClaim" => claim(name, namespace, value).map(|c| DraObject::Claim(Box::new(c))),
         other => Err(format!("{other} is not a DRA kind")),
     }
 }
