@@ -190,47 +190,50 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 }
 
 /// git-sync's layout: each commit checked out as a new worktree under `.worktrees`, the link
-/// (`--link`) swapped to it by a rename, the old worktree deleted after.
+/// (`--link`) swapped to it by a rename, the old worktree deleted after. The link is given as
+/// itself, with a trailing slash, and through a second link.
 #[test]
 fn a_git_sync_link_swapped_to_a_new_worktree_is_followed_at_once_every_time() {
-    let dir = temp();
-    let root = dir.path().join("git");
-    let worktree = |name: &str, extra: Option<&str>| -> (std::path::PathBuf, String) {
-        let at = root.join(".worktrees").join(name);
-        std::fs::create_dir_all(&at).unwrap();
-        copy_example(&at);
-        if let Some(text) = extra {
-            std::fs::write(at.join("policies/zz.kdl"), text).unwrap();
+    for given in ["git/policy", "git/policy/", "current"] {
+        let dir = temp();
+        let root = dir.path().join("git");
+        let worktree = |name: &str, extra: Option<&str>| -> (std::path::PathBuf, String) {
+            let at = root.join(".worktrees").join(name);
+            std::fs::create_dir_all(&at).unwrap();
+            copy_example(&at);
+            if let Some(text) = extra {
+                std::fs::write(at.join("policies/zz.kdl"), text).unwrap();
+            }
+            let commit = git_commit_all(&at, name);
+            (at, commit)
+        };
+        let swap = |to: &Path| {
+            let staged = root.join("policy.tmp");
+            std::os::unix::fs::symlink(to, &staged).unwrap();
+            std::fs::rename(&staged, root.join("policy")).unwrap();
+        };
+        let (first, one) = worktree("a1", None);
+        swap(&first);
+        std::os::unix::fs::symlink(root.join("policy"), dir.path().join("current")).unwrap();
+        // A poll far longer than the test: only the watch can see the swaps.
+        let daemon = Daemon::start(dir.path(), given, &["--poll", "10m"]);
+        daemon.wait_policy(|p| p["commit"] == one.as_str());
+        let mut previous = first;
+        for (name, text) in [
+            ("b2", "// second\n"),
+            ("c3", "// third\n"),
+            ("d4", "// fourth\n"),
+        ] {
+            let (next, commit) = worktree(name, Some(text));
+            swap(&next);
+            std::fs::remove_dir_all(&previous).unwrap();
+            let (_, took) = daemon.wait_policy(|p| p["commit"] == commit.as_str());
+            assert!(
+                took < Duration::from_secs(5),
+                "given {given}, the swap to {name} took {took:?}"
+            );
+            previous = next;
         }
-        let commit = git_commit_all(&at, name);
-        (at, commit)
-    };
-    let swap = |to: &Path| {
-        let staged = root.join("policy.tmp");
-        std::os::unix::fs::symlink(to, &staged).unwrap();
-        std::fs::rename(&staged, root.join("policy")).unwrap();
-    };
-    let (first, one) = worktree("a1", None);
-    swap(&first);
-    // A poll far longer than the test: only the watch can see the swaps.
-    let link = root.join("policy");
-    let daemon = Daemon::start(dir.path(), link.to_str().unwrap(), &["--poll", "10m"]);
-    daemon.wait_policy(|p| p["commit"] == one.as_str());
-    let mut previous = first;
-    for (name, text) in [
-        ("b2", "// second\n"),
-        ("c3", "// third\n"),
-        ("d4", "// fourth\n"),
-    ] {
-        let (next, commit) = worktree(name, Some(text));
-        swap(&next);
-        std::fs::remove_dir_all(&previous).unwrap();
-        let (_, took) = daemon.wait_policy(|p| p["commit"] == commit.as_str());
-        assert!(
-            took < Duration::from_secs(5),
-            "the swap to {name} took {took:?}"
-        );
-        previous = next;
     }
 }
 

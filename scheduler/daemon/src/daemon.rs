@@ -336,6 +336,9 @@ enum Wake {
     Stop,
 }
 
+/// How long the follower lets a change settle before it looks.
+const SETTLE: Duration = Duration::from_millis(100);
+
 /// Starts the follower thread (and, for a local checkout, the file watcher that wakes it).
 fn spawn_follower(
     shared: &Arc<Shared>,
@@ -343,8 +346,10 @@ fn spawn_follower(
     wake: mpsc::Sender<Wake>,
     woken: mpsc::Receiver<Wake>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
-    let watcher = match &options.follow.origin {
-        Origin::Local(path) => Some(watch_checkout(path, wake)?),
+    let mut watcher = match &options.follow.origin {
+        Origin::Local(path) => Some(crate::watch::CheckoutWatch::new(path, move || {
+            let _ = wake.send(Wake::Changed);
+        })?),
         Origin::Remote(_) => None,
     };
     let mut follower = Follower::new(options.follow.clone());
@@ -353,63 +358,26 @@ fn spawn_follower(
     std::thread::Builder::new()
         .name("policy-follower".to_string())
         .spawn(move || {
-            let _watcher = watcher;
             loop {
+                if let Some(watcher) = watcher.as_mut() {
+                    watcher.refresh();
+                }
                 shared.take(follower.check());
                 match woken.recv_timeout(poll) {
-                    Ok(Wake::Changed) | Err(mpsc::RecvTimeoutError::Timeout) => {
-                        // Several changes of one commit arrive together: take them as one.
-                        while let Ok(w) = woken.try_recv() {
-                            if matches!(w, Wake::Stop) {
-                                return;
-                            }
-                        }
-                    }
                     Ok(Wake::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    // The files of one commit or swap arrive together: take them as one, once
+                    // they have had a moment to land.
+                    Ok(Wake::Changed) => std::thread::sleep(SETTLE),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                while let Ok(w) = woken.try_recv() {
+                    if matches!(w, Wake::Stop) {
+                        return;
+                    }
                 }
             }
         })
         .map_err(|e| format!("cannot start the policy follower: {e}"))
-}
-
-/// Watches a local checkout (its files and its `.git`), debounced: a commit or a git-sync
-/// update wakes the follower once, about 100 ms after the last change.
-///
-/// git-sync publishes each commit as a new worktree and swaps a symlink to it (its `--link`),
-/// then deletes the old worktree: when the path given is such a link, the folder holding it is
-/// watched too, so every swap wakes the follower, which opens the checkout through the link
-/// afresh each time it looks.
-fn watch_checkout(
-    path: &Path,
-    wake: mpsc::Sender<Wake>,
-) -> Result<
-    notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>,
-    String,
-> {
-    use notify_debouncer_mini::notify::RecursiveMode;
-    let cannot = |e: &dyn std::fmt::Display| format!("cannot watch {}: {e}", path.display());
-    let mut debouncer = notify_debouncer_mini::new_debouncer(
-        Duration::from_millis(100),
-        move |_events: notify_debouncer_mini::DebounceEventResult| {
-            let _ = wake.send(Wake::Changed);
-        },
-    )
-    .map_err(|e| cannot(&e))?;
-    debouncer
-        .watcher()
-        .watch(path, RecursiveMode::Recursive)
-        .map_err(|e| cannot(&e))?;
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        debouncer
-            .watcher()
-            .watch(parent, RecursiveMode::NonRecursive)
-            .map_err(|e| cannot(&e))?;
-    }
-    Ok(debouncer)
 }
 
 /// The scheduling loop's own state, moved onto a blocking thread for each cycle.

@@ -11,3 +11,4 @@ pub mod http;
 pub mod kubernetes;
 pub mod metrics;
 pub mod sim;
+pub mod watch;
