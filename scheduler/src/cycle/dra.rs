@@ -25,6 +25,9 @@ struct Dev<'s> {
     node: Option<usize>,
     /// Its slice (in the snapshot), whose node selector ties a claim given it.
     slice: usize,
+    /// The feature KAI's allocator runs without that it needs, if any
+    /// ([`crate::dra::Device::unsupported`]).
+    unsupported: Option<&'static str>,
     driver: &'s str,
     pool: &'s str,
     name: &'s str,
@@ -107,9 +110,8 @@ pub(super) struct DraState<'s> {
     devices: Vec<Dev<'s>>,
     /// The devices reachable from each node.
     on_node: Vec<Vec<usize>>,
-    /// Those a claim may be given there: their pool complete and valid on the node
-    /// ([`gather`]), and needing no feature KAI's allocator runs without
-    /// ([`crate::dra::Device::unsupported`]).
+    /// Those whose pool is complete and valid on the node ([`gather`]): the ones a claim may
+    /// be given there, but for those needing a feature KAI's allocator runs without.
     offer: Vec<Vec<usize>>,
     /// Per node, why a request for all devices cannot be met there: a pool being updated or
     /// invalid ([`gather`]).
@@ -138,7 +140,10 @@ impl<'s> DraState<'s> {
         let mut by_key = HashMap::new();
         let mut device_of = Vec::new();
         let pools = gather(&snapshot.dra.slices, &nodes, &snapshot.nodes);
-        for &(i, node, usable) in &pools.slices {
+        // A device listed by a current slice and by an obsolete one elsewhere takes its
+        // attributes (what selectors read) and its slice from the current one.
+        let (current, stale): (Vec<_>, Vec<_>) = pools.slices.iter().partition(|e| e.2);
+        for &(i, node, usable) in current.into_iter().chain(stale) {
             let s = &snapshot.dra.slices[i];
             for d in &s.devices {
                 // A name twice in a pool (an invalid pool) is one device: none is given anyway.
@@ -148,6 +153,7 @@ impl<'s> DraState<'s> {
                     devices.push(Dev {
                         node: s.node.is_some().then_some(node),
                         slice: i,
+                        unsupported: d.unsupported,
                         driver: &s.driver,
                         pool: &s.pool,
                         name: &d.name,
@@ -158,7 +164,7 @@ impl<'s> DraState<'s> {
                 });
                 if !on_node[node].contains(&at) {
                     on_node[node].push(at);
-                    if usable && d.unsupported.is_none() {
+                    if usable {
                         offer[node].push(at);
                     }
                 }
@@ -368,7 +374,11 @@ impl<'s> DraState<'s> {
     /// devices it last held first.
     fn choose(&self, c: usize, node: usize, taken: &[usize]) -> Option<Vec<(usize, &'s str)>> {
         let claim = &self.claims[c];
-        let free = |d: usize| self.devices[d].holders == 0 && !taken.contains(&d);
+        let free = |d: usize| {
+            self.devices[d].holders == 0
+                && self.devices[d].unsupported.is_none()
+                && !taken.contains(&d)
+        };
         if let Some(pinned) = &claim.pinned {
             // The API server keeps the snapshot's allocation: those devices or none.
             let here = pinned.tie.allows(node) && pinned.devices.iter().all(|&(d, _)| free(d));
@@ -400,7 +410,10 @@ impl<'s> DraState<'s> {
             match request.mode {
                 Mode::All => {
                     // The allocator refuses "all" while a pool of the node is being updated
-                    // or invalid: it cannot tell what all is.
+                    // or invalid: it cannot tell what all is. A device with binding
+                    // conditions is no candidate (`isSelectable`); a partitionable one is, and
+                    // then cannot be allocated (`allocateDevice`), so all cannot be had.
+                    here.retain(|&d| self.devices[d].unsupported != Some("bindingConditions"));
                     if self.unsettled[node].is_some()
                         || here.is_empty()
                         || !here.iter().all(|&d| free(d) && !used(&chosen, d))
@@ -651,10 +664,12 @@ pub(super) fn gather(
     use std::collections::BTreeMap;
     let mut groups: BTreeMap<(usize, &str, &str), Vec<usize>> = BTreeMap::new();
     let mut newest: HashMap<(&str, &str), i64> = HashMap::new();
+    let mut published: HashMap<(&str, &str, i64), i64> = HashMap::new();
     for (i, s) in slices.iter().enumerate() {
         let pool = (s.driver.as_str(), s.pool.as_str());
         let top = newest.entry(pool).or_insert(s.generation);
         *top = (*top).max(s.generation);
+        *published.entry((pool.0, pool.1, s.generation)).or_default() += 1;
         // The nodes it is for (`NodeMatches`); a slice with more than one selector term,
         // which the API refuses, is for none.
         let reached: Vec<usize> = match (&s.node, s.all_nodes, s.node_selector.as_slice()) {
@@ -691,10 +706,7 @@ pub(super) fn gather(
                 out.slices.extend(current.iter().map(|&i| (i, node, false)));
                 continue;
             }
-            let published = slices
-                .iter()
-                .filter(|s| s.driver == driver && s.pool == pool && s.generation == generation)
-                .count() as i64;
+            let published = published[&(driver, pool, generation)];
             if published != count {
                 usable = false;
                 trouble = Some(format!(

@@ -459,8 +459,18 @@ spec:
         .to_string();
         let r = run(&[slice.clone(), pod("p1", "1")]);
         assert_eq!(devices(&r, "p1-gpu"), ["gpu-2"]);
-        let r = run(&[slice, pod("p2", "2")]);
+        let r = run(&[slice.clone(), pod("p2", "2")]);
         assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+        // A request for all devices: the device with binding conditions is no candidate, but
+        // the partition is one the allocator then cannot give, so all cannot be had.
+        let r = run(&[slice.clone(), pod("p3", "All")]);
+        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+        let without_partition = slice.replace("  - name: gpu-0\n", "  - name: gone\n").replace(
+            "    consumesCounters:\n    - counterSet: gpu-0-counters\n      counters: {memory: {value: 80Gi}}\n",
+            "",
+        );
+        let r = run(&[without_partition, pod("p3", "All")]);
+        assert_eq!(devices(&r, "p3-gpu"), ["gone", "gpu-2"]);
     }
 
     #[test]
@@ -669,6 +679,53 @@ status:
         // A third NIC is not there: the pod waits, and n2 says why it is no use.
         let r = run(&[cluster("64"), pod("p2", "nic.fabric.example.com", 3, "{}")]);
         assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+    }
+
+    #[test]
+    fn a_device_takes_its_attributes_from_its_current_slice_not_an_obsolete_one_elsewhere() {
+        // Pool `accel` had x (a `mig`) on n1 and z0 on n2 in generation 1; generation 2 lists x,
+        // now a `gpu`, on n2 only. n1's slice is obsolete: x is a gpu, given on n2.
+        let slice =
+            |name: &str, node: &str, generation: u32, count: u32, device: &str, kind: &str| {
+                format!(
+                    r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: {name}}}
+spec:
+  driver: accel.example.com
+  nodeName: {node}
+  pool: {{generation: {generation}, name: accel, resourceSliceCount: {count}}}
+  devices:
+  - {{name: {device}, attributes: {{kind: {{string: {kind}}}}}}}
+"#
+                )
+            };
+        let class = r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: fast.accel.example.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'accel.example.com' && device.attributes['accel.example.com'].kind == 'gpu'"}
+"#;
+        let r = run(&[
+            cluster("64"),
+            class.to_string(),
+            slice("accel-n1-g1", "n1", 1, 2, "x", "mig"),
+            slice("accel-n2-g1", "n2", 1, 2, "z0", "gpu"),
+            slice("accel-n2-g2", "n2", 2, 1, "x", "gpu"),
+            pod("p1", "fast.accel.example.com", 1, "{}"),
+        ]);
+        assert_eq!(binds(&r), [("b/p1".to_string(), "n2".to_string())]);
+        let claim = r.claims.iter().find(|c| c.name == "p1-dev").unwrap();
+        let devices: Vec<&str> = claim
+            .allocation
+            .iter()
+            .flat_map(|a| &a.devices)
+            .map(|d| d.device.as_str())
+            .collect();
+        assert_eq!(devices, ["x"]);
     }
 
     #[test]
