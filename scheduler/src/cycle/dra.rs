@@ -633,26 +633,23 @@ pub(super) fn block_by_queue_label(
     }
 }
 
-/// Per request of a claim, the devices it accepts: its class's selectors and its own pass. Or
-/// why it can take none: a class missing, a selector beyond what is read, `firstAvailable`, or
-/// more devices than one request may get.
 /// The slices the allocator reads on each node, as the upstream allocator KAI builds on
 /// gathers them (`k8s.io/dynamic-resource-allocation` v0.35.4,
-/// `structured/internal/stable/pools_stable.go: GatherPools`, `addSlice`, `checkSlicesInPool`,
-/// `poolIsInvalid`).
+/// `structured/internal/stable/pools_stable.go: GatherPools`, `NodeMatches`, `addSlice`,
+/// `checkSlicesInPool`, `poolIsInvalid`).
 pub(super) struct Gathered {
-    /// `(slice, node, usable)` for each slice of a pool's newest generation on its node, in the
-    /// snapshot's order. Devices of a pool being updated or invalid are not given to claims
-    /// (`allocator_stable.go: allocateOne`), but claims the snapshot shows holding them keep
-    /// them.
+    /// `(slice, node, usable)` for each slice of a pool's newest generation on each node it
+    /// is for, in the snapshot's order. Devices of a pool being updated or invalid are not
+    /// given to claims (`allocator_stable.go: allocateOne`), but claims the snapshot shows
+    /// holding them keep them.
     pub(super) slices: Vec<(usize, usize, bool)>,
     /// Per node, the first pool (by driver, then name) that is being updated or invalid.
     pub(super) unsettled: Vec<Option<String>>,
 }
 
 /// Groups the slices by the nodes they are for (their node, every node, or the nodes their
-/// selector matches) and pool: of each group only the newest generation
-/// counts; it is incomplete when it has fewer slices than its `resourceSliceCount` (counting
+/// selector matches) and pool: of each group only the newest generation counts; it is
+/// incomplete when it has fewer slices than its `resourceSliceCount` (counting
 /// the pool's slices of that generation on every node when the node's own are too few), and
 /// ignored when some slice of the pool anywhere has a newer generation (the driver is
 /// replacing it); it is invalid when a device name appears twice in it.
@@ -740,6 +737,9 @@ pub(super) fn gather(
     out
 }
 
+/// Per request of a claim, the devices it accepts: its class's selectors and its own pass. Or
+/// why it can take none: a class missing, a selector beyond what is read, `firstAvailable`, or
+/// more devices than one request may get.
 fn accepted(
     snapshot: &Snapshot,
     claim: &ResourceClaim,
