@@ -143,6 +143,7 @@ impl<'s> DraState<'s> {
         // A device listed by a current slice and by an obsolete one elsewhere takes its
         // attributes (what selectors read) and its slice from the current one.
         let (current, stale): (Vec<_>, Vec<_>) = pools.slices.iter().partition(|e| e.2);
+        let mut seen = std::collections::HashSet::new();
         for &(i, node, usable) in current.into_iter().chain(stale) {
             let s = &snapshot.dra.slices[i];
             for d in &s.devices {
@@ -162,7 +163,8 @@ impl<'s> DraState<'s> {
                     });
                     devices.len() - 1
                 });
-                if !on_node[node].contains(&at) {
+                // Each device once per node (one may be listed by several of its slices).
+                if seen.insert((node, at)) {
                     on_node[node].push(at);
                     if usable {
                         offer[node].push(at);
@@ -390,8 +392,11 @@ impl<'s> DraState<'s> {
         let Ok(accepts) = &claim.accepts else {
             return None;
         };
+        // What "all" is depends on the node: a claim asking all devices chooses afresh.
+        let all = claim.claim.requests.iter().any(|r| r.mode == Mode::All);
         if let Some(last) = claim.last.as_ref().filter(|l| {
-            l.devices
+            !all && l
+                .devices
                 .iter()
                 .all(|&(d, _)| self.offer[node].contains(&d) && free(d))
                 && !l.devices.is_empty()
@@ -452,20 +457,23 @@ impl<'s> DraState<'s> {
             if self.claims[c].held.is_some() {
                 continue;
             }
-            let devices = match &self.claims[c].pinned {
-                // Put back where its preemptor took its devices: it holds them again, and the
-                // node is overdrawn until the preemptor gives them up.
-                Some(pinned) => pinned.devices.clone(),
+            let held = match &self.claims[c].pinned {
+                // Put back where its preemptor took its devices: it holds them again, as the
+                // API server's allocation says (its node selector too), and the node is
+                // overdrawn until the preemptor gives them up.
+                Some(pinned) => pinned.clone(),
                 None => match self.choose(c, node, &[]) {
-                    Some(devices) => devices,
+                    Some(devices) => Held {
+                        tie: self.tie(node, &devices),
+                        devices,
+                    },
                     None => continue,
                 },
             };
-            for &(d, _) in &devices {
+            for &(d, _) in &held.devices {
                 self.devices[d].holders += 1;
             }
-            let tie = self.tie(node, &devices);
-            self.claims[c].held = Some(Held { tie, devices });
+            self.claims[c].held = Some(held);
         }
     }
 

@@ -676,9 +676,98 @@ status:
             .map(|d| d.device.as_str())
             .collect();
         assert_eq!(devices, ["nic-0", "nic-1"]);
-        // A third NIC is not there: the pod waits, and n2 says why it is no use.
-        let r = run(&[cluster("64"), pod("p2", "nic.fabric.example.com", 3, "{}")]);
-        assert!(binds(&r).is_empty(), "{:?}", binds(&r));
+    }
+
+    /// The reach cluster with `objects`, read.
+    fn state_of(objects: &[String]) -> crate::cluster::Snapshot {
+        let policy = policy(TEAM);
+        let text = std::iter::once(cluster("64"))
+            .chain(objects.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("---\n");
+        parse_cluster("cluster.yaml", &text, &Options::for_policy(&policy))
+            .unwrap()
+            .snapshot
+    }
+
+    /// The devices `changed` gives claim `name`, sorted.
+    fn given(changed: &[crate::dra::ClaimStatus], name: &str) -> Vec<String> {
+        let mut out: Vec<String> = changed
+            .iter()
+            .filter(|c| c.name == name)
+            .flat_map(|c| c.allocation.iter().flat_map(|a| &a.devices))
+            .map(|d| d.device.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_claim_asking_all_devices_chooses_afresh_on_each_node() {
+        // n2 reaches one more volume, behind its switch: tried on n1 (two volumes), undone,
+        // then placed on n2, the claim gets all three there, not the two it had on n1.
+        let behind_sw2 = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: storage-sw2}
+spec:
+  driver: storage.example.com
+  pool: {generation: 1, name: sw2-vols, resourceSliceCount: 1}
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchExpressions:
+      - {key: fabric.example.com/switch, operator: In, values: [sw2]}
+  devices:
+  - {name: vol-9}
+"#;
+        let claim = pod("p1", "pool.storage.example.com", 1, "{}").replace(
+            "allocationMode: ExactCount, count: 1",
+            "allocationMode: All",
+        );
+        let s = state_of(&[behind_sw2.to_string(), claim]);
+        let (n2, n1) = (0, 1);
+        let p1 = s.pods.iter().find(|p| p.name == "p1").unwrap();
+        let mut dra = super::super::dra::DraState::new(&s).unwrap();
+        dra.take(n1, p1);
+        assert_eq!(given(&dra.changed(), "p1-dev"), ["vol-0", "vol-1"]);
+        dra.release(p1);
+        dra.take(n2, p1);
+        assert_eq!(given(&dra.changed(), "p1-dev"), ["vol-0", "vol-1", "vol-9"]);
+    }
+
+    #[test]
+    fn a_claim_put_back_keeps_the_node_selector_its_allocation_has() {
+        // v runs on n2 with a claim the API server allocated nic-0 behind sw2 (the device's
+        // slice is behind sw1 now). Evicted and put back, the claim is as the API server has
+        // it: unchanged, and a pod sharing it may go to n2, not n1.
+        let allocated = r#"
+  allocation:
+    devices:
+      results: [{request: dev, driver: fabric.example.com, pool: sw1, device: nic-0}]
+    nodeSelector:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: fabric.example.com/switch, operator: In, values: [sw2]}
+  reservedFor: [{resource: pods, name: v, uid: uid-v}]"#;
+        let v = pod("v", "nic.fabric.example.com", 1, allocated)
+            .replace(
+                "  schedulerName: kai-scheduler\n",
+                "  schedulerName: kai-scheduler\n  nodeName: n2\n",
+            )
+            .replace("  phase: Pending", "  phase: Running");
+        let s = state_of(&[v]);
+        let (n2, n1) = (0, 1);
+        let v = s.pods.iter().find(|p| p.name == "v").unwrap();
+        assert_eq!(v.node.as_deref(), Some("n2"));
+        let mut sharer = v.clone();
+        sharer.name = "q".into();
+        sharer.node = None;
+        let mut dra = super::super::dra::DraState::new(&s).unwrap();
+        dra.release(v);
+        dra.take(n2, v);
+        assert!(dra.changed().is_empty(), "{:?}", dra.changed());
+        assert!(dra.shortage(n2, &sharer).is_none());
+        assert!(dra.shortage(n1, &sharer).is_some());
     }
 
     #[test]

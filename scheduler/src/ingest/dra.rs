@@ -243,10 +243,10 @@ fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, St
     })
 }
 
-/// `status.allocation`: its devices, and the node its `nodeSelector` names. A selector that is
-/// not one node's name (`matchFields metadata.name In [node]`, as the allocator writes it for a
-/// node's devices, or the `kubernetes.io/hostname` label) is refused: where such a claim may go
-/// is not known here.
+/// `status.allocation`: its devices, and where its `nodeSelector` lets its pods run: the node
+/// it names by `matchFields metadata.name In [node]` (as the allocator writes it for a node's
+/// devices), or else its terms, matched against the nodes' labels and names as KAI's `filter`
+/// matches them (a `kubernetes.io/hostname` term among them: a label, not a name).
 fn allocation(a: &serde_json::Map<String, Value>) -> Result<Allocation, String> {
     let devices = a
         .get("devices")
@@ -298,17 +298,23 @@ fn one_node(selector: &Value) -> Option<String> {
     let [term] = terms.as_slice() else {
         return None;
     };
-    let requirements: Vec<&Value> = ["matchFields", "matchExpressions"]
-        .iter()
-        .flat_map(|k| term[*k].as_array().into_iter().flatten())
-        .collect();
-    let [r] = requirements.as_slice() else {
+    if term["matchExpressions"]
+        .as_array()
+        .is_some_and(|e| !e.is_empty())
+    {
+        return None;
+    }
+    let fields = term["matchFields"].as_array()?;
+    let [r] = fields.as_slice() else {
         return None;
     };
-    let key = r["key"].as_str()?;
     let values = r["values"].as_array()?;
-    match (key, r["operator"].as_str()?, values.as_slice()) {
-        ("metadata.name" | "kubernetes.io/hostname", "In", [v]) => v.as_str().map(str::to_string),
+    match (
+        r["key"].as_str()?,
+        r["operator"].as_str()?,
+        values.as_slice(),
+    ) {
+        ("metadata.name", "In", [v]) => v.as_str().map(str::to_string),
         _ => None,
     }
 }
