@@ -15,6 +15,8 @@ pub struct CheckoutWatch {
     path: PathBuf,
     /// Whether the checkout itself is watched (not while the path does not exist yet).
     tree: bool,
+    /// Why the checkout could not be watched, when it could not: reported once.
+    failed: Option<String>,
 }
 
 impl CheckoutWatch {
@@ -32,10 +34,14 @@ impl CheckoutWatch {
         let (root, names) = (path.clone(), links.clone());
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
             let Ok(event) = event else {
-                // An overflowed queue may hide a change: look.
                 wake();
                 return;
             };
+            // An overflowed queue may have hidden a change: look.
+            if event.need_rescan() {
+                wake();
+                return;
+            }
             if matches!(event.kind, EventKind::Access(_)) {
                 return;
             }
@@ -59,21 +65,32 @@ impl CheckoutWatch {
             watcher,
             path,
             tree: false,
+            failed: None,
         };
         watch.refresh();
-        if !watch.tree && links.is_empty() {
-            return Err(cannot(&watch.path, &"no such file or folder"));
+        match &watch.failed {
+            Some(why) if links.is_empty() => Err(cannot(&watch.path, why)),
+            _ => Ok(watch),
         }
-        Ok(watch)
     }
 
     /// Watches the checkout if it was missing until now (a git-sync link made after start).
     pub fn refresh(&mut self) {
-        if !self.tree {
-            self.tree = self
-                .watcher
-                .watch(&self.path, RecursiveMode::Recursive)
-                .is_ok();
+        if self.tree {
+            return;
+        }
+        match self.watcher.watch(&self.path, RecursiveMode::Recursive) {
+            Ok(()) => {
+                self.tree = true;
+                self.failed = None;
+            }
+            Err(e) => {
+                let why = e.to_string();
+                if self.failed.as_ref() != Some(&why) {
+                    tracing::warn!("cannot watch {} yet: {why}", self.path.display());
+                    self.failed = Some(why);
+                }
+            }
         }
     }
 }
@@ -97,7 +114,8 @@ fn links_to(path: &Path) -> Vec<PathBuf> {
                 let Ok(target) = std::fs::read_link(&at) else {
                     break;
                 };
-                let next = folder_of(&at).join(target);
+                // `a/b/` would be followed before it is looked at, as for the path given.
+                let next: PathBuf = folder_of(&at).join(target).components().collect();
                 links.push(at);
                 at = next;
             }
@@ -155,8 +173,10 @@ mod tests {
             std::fs::create_dir_all(root.join(".worktrees").join(tree)).unwrap();
         }
         std::os::unix::fs::symlink(root.join(".worktrees/a"), root.join("policy")).unwrap();
-        // Given through a second link and with a trailing slash: still the same links.
-        std::os::unix::fs::symlink(root.join("policy"), dir.path().join("current")).unwrap();
+        // Given through a second link, both the path and that link's target with a trailing
+        // slash: still the same links.
+        let target = PathBuf::from(format!("{}/", root.join("policy").display()));
+        std::os::unix::fs::symlink(target, dir.path().join("current")).unwrap();
         let given = PathBuf::from(format!("{}/", dir.path().join("current").display()));
         let (_watch, rx) = watch(&given);
         std::fs::write(root.join("unrelated.log"), "busy\n").unwrap();
