@@ -265,6 +265,50 @@ fn a_victim_whose_only_device_the_preemptor_needs_is_evicted_not_put_back_withou
     );
 }
 
+/// A pending pod of queue b asking `cpu` cores, and the claim its template made for its
+/// `resourceClaims` entry `entry` (named `<pod>-<entry>`, one request `entry` of `request`,
+/// with `status`), as `kubectl get -o yaml` prints them.
+fn claimed_pod(name: &str, entry: &str, request: &str, status: &str, cpu: &str) -> String {
+    format!(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: {name}-{entry}
+  namespace: b
+  annotations: {{resource.kubernetes.io/pod-claim-name: {entry}}}
+  ownerReferences: [{{apiVersion: v1, kind: Pod, name: {name}, uid: uid-{name}, controller: true}}]
+spec:
+  devices:
+    requests:
+    - name: {entry}
+      exactly: {request}
+status: {status}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: b
+  creationTimestamp: '2026-11-21T08:00:00Z'
+spec:
+  schedulerName: kai-scheduler
+  resourceClaims:
+  - {{name: {entry}, resourceClaimTemplateName: {name}-template}}
+  containers:
+  - name: main
+    image: registry.example/app:1
+    resources:
+      claims: [{{name: {entry}}}]
+      requests: {{cpu: "{cpu}", memory: 1Gi}}
+status:
+  phase: Pending
+  resourceClaimStatuses:
+  - {{name: {entry}, resourceClaimName: {name}-{entry}}}
+"#
+    )
+}
+
 /// Pools as the upstream allocator gathers them (`pools_stable.go: GatherPools`), from
 /// ResourceSlices shaped as `kubectl get resourceslices -o yaml` prints them while a DRA driver
 /// republishes its pool.
@@ -323,44 +367,7 @@ spec:
                 "{{deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: {count}}}"
             ),
         };
-        format!(
-            r#"
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata:
-  name: {name}-gpu
-  namespace: b
-  annotations: {{resource.kubernetes.io/pod-claim-name: gpu}}
-  ownerReferences: [{{apiVersion: v1, kind: Pod, name: {name}, uid: uid-{name}, controller: true}}]
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {request}
-status: {{}}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: b
-  creationTimestamp: '2026-11-21T08:00:00Z'
-spec:
-  schedulerName: kai-scheduler
-  resourceClaims:
-  - {{name: gpu, resourceClaimTemplateName: {name}-template}}
-  containers:
-  - name: main
-    image: registry.example/app:1
-    resources:
-      claims: [{{name: gpu}}]
-      requests: {{cpu: "1", memory: 1Gi}}
-status:
-  phase: Pending
-  resourceClaimStatuses:
-  - {{name: gpu, resourceClaimName: {name}-gpu}}
-"#
-        )
+        super::claimed_pod(name, "gpu", &request, "{}", "1")
     }
 
     fn run(objects: &[String]) -> crate::cycle::CycleResult {
@@ -604,43 +611,9 @@ spec:
     /// A pending pod of queue b asking 4 cores and `count` devices of `class` through a
     /// template's claim, with `status` for the claim (`{}`: not allocated).
     fn pod(name: &str, class: &str, count: u32, status: &str) -> String {
-        format!(
-            r#"
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata:
-  name: {name}-dev
-  namespace: b
-  ownerReferences: [{{apiVersion: v1, kind: Pod, name: {name}, uid: uid-{name}, controller: true}}]
-spec:
-  devices:
-    requests:
-    - name: dev
-      exactly: {{deviceClassName: {class}, allocationMode: ExactCount, count: {count}}}
-status: {status}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: b
-  creationTimestamp: '2026-11-21T08:00:00Z'
-spec:
-  schedulerName: kai-scheduler
-  resourceClaims:
-  - {{name: dev, resourceClaimTemplateName: {name}-template}}
-  containers:
-  - name: main
-    image: registry.example/app:1
-    resources:
-      claims: [{{name: dev}}]
-      requests: {{cpu: "4", memory: 1Gi}}
-status:
-  phase: Pending
-  resourceClaimStatuses:
-  - {{name: dev, resourceClaimName: {name}-dev}}
-"#
-        )
+        let request =
+            format!("{{deviceClassName: {class}, allocationMode: ExactCount, count: {count}}}");
+        super::claimed_pod(name, "dev", &request, status, "4")
     }
 
     fn run(objects: &[String]) -> crate::cycle::CycleResult {
