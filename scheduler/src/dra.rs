@@ -175,6 +175,11 @@ impl ResourceClaim {
             .iter()
             .any(|r| r.mode != Mode::FirstAvailable && is_gpu(&r.class))
     }
+
+    /// Whether some request asks all the devices its selectors accept (`allocationMode: All`).
+    pub fn asks_all(&self) -> bool {
+        self.requests.iter().any(|r| r.mode == Mode::All)
+    }
 }
 
 /// One request of a claim.

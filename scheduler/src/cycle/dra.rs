@@ -64,10 +64,7 @@ enum Tie {
 impl Tie {
     /// The nodes matching any of `terms`, of `nodes`.
     fn nodes(terms: Vec<NodeSelectorTerm>, nodes: &[crate::cluster::Node]) -> Tie {
-        let reach = nodes
-            .iter()
-            .map(|n| terms.iter().any(|t| super::filters::term_matches(n, t)))
-            .collect();
+        let reach = matching(&terms, nodes);
         Tie::Nodes { terms, reach }
     }
 
@@ -357,9 +354,8 @@ impl<'s> DraState<'s> {
                 None => match self.choose(c, node, &taken) {
                     Some(devices) => taken.extend(devices.into_iter().map(|(d, _)| d)),
                     None => {
-                        let all = claim.claim.requests.iter().any(|r| r.mode == Mode::All);
                         return Some(match &self.unsettled[node] {
-                            Some(why) if all && claim.pinned.is_none() => {
+                            Some(why) if claim.claim.asks_all() && claim.pinned.is_none() => {
                                 DraShortage::Pool(name(), why.clone())
                             }
                             _ => DraShortage::Devices(name()),
@@ -393,12 +389,11 @@ impl<'s> DraState<'s> {
             return None;
         };
         // What "all" is depends on the node: a claim asking all devices chooses afresh.
-        let all = claim.claim.requests.iter().any(|r| r.mode == Mode::All);
         if let Some(last) = claim.last.as_ref().filter(|l| {
-            !all && l
-                .devices
-                .iter()
-                .all(|&(d, _)| self.offer[node].contains(&d) && free(d))
+            !claim.claim.asks_all()
+                && l.devices
+                    .iter()
+                    .all(|&(d, _)| self.offer[node].contains(&d) && free(d))
                 && !l.devices.is_empty()
         }) {
             return Some(last.devices.clone());
@@ -641,6 +636,14 @@ pub(super) fn block_by_queue_label(
     }
 }
 
+/// Per node, whether it matches any of `terms` (a node selector's).
+fn matching(terms: &[NodeSelectorTerm], nodes: &[crate::cluster::Node]) -> Vec<bool> {
+    nodes
+        .iter()
+        .map(|n| terms.iter().any(|t| super::filters::term_matches(n, t)))
+        .collect()
+}
+
 /// The slices the allocator reads on each node, as the upstream allocator KAI builds on
 /// gathers them (`k8s.io/dynamic-resource-allocation` v0.35.4,
 /// `structured/internal/stable/pools_stable.go: GatherPools`, `NodeMatches`, `addSlice`,
@@ -680,8 +683,9 @@ pub(super) fn gather(
         let reached: Vec<usize> = match (&s.node, s.all_nodes, s.node_selector.as_slice()) {
             (Some(n), _, _) => nodes.get(n.as_str()).copied().into_iter().collect(),
             (None, true, _) => (0..all.len()).collect(),
-            (None, false, [term]) => (0..all.len())
-                .filter(|&n| super::filters::term_matches(&all[n], term))
+            (None, false, [_]) => (matching(&s.node_selector, all).into_iter())
+                .enumerate()
+                .filter_map(|(n, reached)| reached.then_some(n))
                 .collect(),
             _ => Vec::new(),
         };

@@ -616,6 +616,16 @@ spec:
         super::claimed_pod(name, "dev", &request, status, "4")
     }
 
+    /// A claim's status: nic-0 (of the pool behind sw1) allocated with the selector for sw2.
+    const BEHIND_SW2: &str = r#"
+  allocation:
+    devices:
+      results: [{request: dev, driver: fabric.example.com, pool: sw1, device: nic-0}]
+    nodeSelector:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: fabric.example.com/switch, operator: In, values: [sw2]}"#;
+
     fn run(objects: &[String]) -> crate::cycle::CycleResult {
         let policy = policy(TEAM);
         let file = parse_cluster(
@@ -713,16 +723,9 @@ spec:
         // v runs on n2 with a claim the API server allocated nic-0 behind sw2 (the device's
         // slice is behind sw1 now). Evicted and put back, the claim is as the API server has
         // it: unchanged, and a pod sharing it may go to n2, not n1.
-        let allocated = r#"
-  allocation:
-    devices:
-      results: [{request: dev, driver: fabric.example.com, pool: sw1, device: nic-0}]
-    nodeSelector:
-      nodeSelectorTerms:
-      - matchExpressions:
-        - {key: fabric.example.com/switch, operator: In, values: [sw2]}
-  reservedFor: [{resource: pods, name: v, uid: uid-v}]"#;
-        let v = pod("v", "nic.fabric.example.com", 1, allocated)
+        let allocated =
+            format!("{BEHIND_SW2}\n  reservedFor: [{{resource: pods, name: v, uid: uid-v}}]");
+        let v = pod("v", "nic.fabric.example.com", 1, &allocated)
             .replace(
                 "  schedulerName: kai-scheduler\n",
                 "  schedulerName: kai-scheduler\n  nodeName: n2\n",
@@ -810,14 +813,7 @@ spec:
         // The claim was allocated nic-0 with the selector for sw2 (the pool's devices moved
         // to sw2 since): its pod may only run on n2, which has 2 cores; it waits, and n1 says
         // it is out of the claim's reach.
-        let allocated = r#"
-  allocation:
-    devices:
-      results: [{request: dev, driver: fabric.example.com, pool: sw1, device: nic-0}]
-    nodeSelector:
-      nodeSelectorTerms:
-      - matchExpressions:
-        - {key: fabric.example.com/switch, operator: In, values: [sw2]}"#;
+        let allocated = BEHIND_SW2;
         let r = run(&[
             cluster("2"),
             pod("p3", "nic.fabric.example.com", 1, allocated),
