@@ -116,6 +116,26 @@ pub enum Operator {
     Lt,
 }
 
+impl Operator {
+    /// Every operator, by the name the API spells it with.
+    pub const NAMED: [(&'static str, Operator); 6] = [
+        ("In", Operator::In),
+        ("NotIn", Operator::NotIn),
+        ("Exists", Operator::Exists),
+        ("DoesNotExist", Operator::DoesNotExist),
+        ("Gt", Operator::Gt),
+        ("Lt", Operator::Lt),
+    ];
+
+    /// The name the API spells it with.
+    pub fn name(self) -> &'static str {
+        Operator::NAMED
+            .iter()
+            .find(|(_, o)| *o == self)
+            .map_or("In", |(n, _)| n)
+    }
+}
+
 /// One requirement on a label (or, in `matchFields`, on `metadata.name`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {

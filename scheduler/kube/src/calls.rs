@@ -299,19 +299,10 @@ fn allocation_json(claim: &Value, given: &Allocation, classes: &BTreeMap<String,
 
 /// A node selector term as the API writes it.
 fn term_json(term: &kai_scheduler::cluster::NodeSelectorTerm) -> Value {
-    use kai_scheduler::cluster::Operator;
     let requirements = |list: &[kai_scheduler::cluster::Requirement]| -> Vec<Value> {
         list.iter()
             .map(|r| {
-                let operator = match r.operator {
-                    Operator::In => "In",
-                    Operator::NotIn => "NotIn",
-                    Operator::Exists => "Exists",
-                    Operator::DoesNotExist => "DoesNotExist",
-                    Operator::Gt => "Gt",
-                    Operator::Lt => "Lt",
-                };
-                let mut out = json!({ "key": r.key, "operator": operator });
+                let mut out = json!({ "key": r.key, "operator": r.operator.name() });
                 if !r.values.is_empty() {
                     out["values"] = json!(r.values);
                 }

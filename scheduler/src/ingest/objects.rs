@@ -567,16 +567,11 @@ fn requirement(
     values: Option<&Vec<String>>,
     at: &str,
 ) -> Result<Requirement, String> {
-    let operator = match operator {
-        "In" => Operator::In,
-        "NotIn" => Operator::NotIn,
-        "Exists" => Operator::Exists,
-        "DoesNotExist" => Operator::DoesNotExist,
-        "Gt" => Operator::Gt,
-        "Lt" => Operator::Lt,
-        other => {
+    let operator = match Operator::NAMED.iter().find(|(n, _)| *n == operator) {
+        Some(&(_, o)) => o,
+        None => {
             return Err(format!(
-                "{at}.operator: `{other}` is not In, NotIn, Exists, DoesNotExist, Gt or Lt"
+                "{at}.operator: `{operator}` is not In, NotIn, Exists, DoesNotExist, Gt or Lt"
             ));
         }
     };
