@@ -1,6 +1,8 @@
-//! The watch on a local checkout that wakes the policy follower: its files and `.git`, and,
-//! when the path is a symlink (git-sync's `--link`), the folders holding each link on the way
-//! to the checkout, where git-sync swaps the link to a new worktree.
+//! The watch on a local checkout that wakes the policy follower: its files and `.git`; the
+//! folder holding the path, or, when the path is a symlink (git-sync's `--link`), the folders
+//! holding each link on the way to the checkout, where git-sync swaps the link to a new
+//! worktree. When the path comes to name another folder (a link swapped, a checkout replaced),
+//! that folder is watched instead.
 
 use std::path::{Path, PathBuf};
 
@@ -13,8 +15,9 @@ const MAX_LINKS: usize = 8;
 pub struct CheckoutWatch {
     watcher: RecommendedWatcher,
     path: PathBuf,
-    /// Whether the checkout itself is watched (not while the path does not exist yet).
-    tree: bool,
+    /// The folder the checkout's watch was set on (device and inode), while it is watched:
+    /// none while the path does not exist yet.
+    tree: Option<(u64, u64)>,
     /// Why the checkout could not be watched, when it could not: reported once.
     failed: Option<String>,
 }
@@ -54,7 +57,11 @@ impl CheckoutWatch {
             }
         })
         .map_err(|e| cannot(&path, &e))?;
+        // The path's own folder sees it replaced, or made; a link's, the link swapped.
         let mut folders: Vec<&Path> = links.iter().map(|l| folder_of(l)).collect();
+        if links.is_empty() {
+            folders.push(folder_of(&path));
+        }
         folders.dedup();
         for folder in folders {
             watcher
@@ -64,7 +71,7 @@ impl CheckoutWatch {
         let mut watch = CheckoutWatch {
             watcher,
             path,
-            tree: false,
+            tree: None,
             failed: None,
         };
         watch.refresh();
@@ -74,14 +81,25 @@ impl CheckoutWatch {
         }
     }
 
-    /// Watches the checkout if it was missing until now (a git-sync link made after start).
+    /// Watches the checkout if it was missing until now (a git-sync link made after start), or
+    /// if the path names another folder than the one watched: a link swapped to a new worktree,
+    /// a checkout moved away and another put in its place. Cheap when nothing changed: one
+    /// `stat`.
     pub fn refresh(&mut self) {
-        if self.tree {
+        use std::os::unix::fs::MetadataExt;
+        let now = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if self.tree.is_some() && self.tree == now {
             return;
+        }
+        if self.tree.take().is_some() {
+            // The watches on the old folder go; an error only says they were gone already.
+            let _ = self.watcher.unwatch(&self.path);
         }
         match self.watcher.watch(&self.path, RecursiveMode::Recursive) {
             Ok(()) => {
-                self.tree = true;
+                self.tree = now;
                 self.failed = None;
             }
             Err(e) => {
@@ -147,6 +165,8 @@ mod tests {
 
     fn woken(rx: &mpsc::Receiver<()>) -> bool {
         let woke = rx.recv_timeout(Duration::from_millis(300)).is_ok();
+        // The rest of the same change's events, which may still be on their way.
+        std::thread::sleep(Duration::from_millis(100));
         while rx.try_recv().is_ok() {}
         woke
     }
@@ -200,5 +220,58 @@ mod tests {
             woken(&rx),
             "a write in the new checkout did not wake the follower"
         );
+    }
+
+    #[test]
+    fn a_write_in_the_worktree_a_link_was_swapped_to_wakes_the_follower() {
+        let dir = tempfile::tempdir().unwrap();
+        for tree in ["a", "b"] {
+            std::fs::create_dir_all(dir.path().join(tree)).unwrap();
+        }
+        let link = dir.path().join("policy");
+        std::os::unix::fs::symlink(dir.path().join("a"), &link).unwrap();
+        let (mut watch, rx) = watch(&link);
+        std::os::unix::fs::symlink(dir.path().join("b"), dir.path().join("policy.tmp")).unwrap();
+        std::fs::rename(dir.path().join("policy.tmp"), &link).unwrap();
+        assert!(woken(&rx), "the swap did not wake the follower");
+        // The follower looks again after each wake.
+        watch.refresh();
+        std::fs::write(dir.path().join("b/HEAD"), "0123\n").unwrap();
+        assert!(
+            woken(&rx),
+            "a write in the new worktree did not wake the follower"
+        );
+        std::fs::write(dir.path().join("a/HEAD"), "0123\n").unwrap();
+        assert!(
+            !woken(&rx),
+            "a write in the old worktree still woke the follower"
+        );
+    }
+
+    #[test]
+    fn a_checkout_folder_replaced_by_another_is_watched_in_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkout = dir.path().join("policy");
+        std::fs::create_dir_all(&checkout).unwrap();
+        let (mut watch, rx) = watch(&checkout);
+        std::fs::rename(&checkout, dir.path().join("policy.old")).unwrap();
+        assert!(
+            woken(&rx),
+            "moving the checkout away did not wake the follower"
+        );
+        watch.refresh();
+        std::fs::create_dir_all(&checkout).unwrap();
+        assert!(
+            woken(&rx),
+            "the new checkout's folder did not wake the follower"
+        );
+        watch.refresh();
+        std::fs::write(checkout.join("HEAD"), "0123\n").unwrap();
+        assert!(
+            woken(&rx),
+            "a write in the new checkout did not wake the follower"
+        );
+        std::fs::write(dir.path().join("unrelated.log"), "busy\n").unwrap();
+        assert!(!woken(&rx), "a file beside the checkout woke the follower");
     }
 }
