@@ -113,6 +113,14 @@ impl RunningPods {
         }
     }
 
+    /// The job of a pod: `usize::MAX` for none (a pod of another scheduler).
+    pub(crate) fn job_of(&self, pod: usize) -> usize {
+        match self.job_of[pod] {
+            u32::MAX => usize::MAX,
+            j => j as usize,
+        }
+    }
+
     /// Marks a moved pod as placed again by the eviction attempt under way (its job may still
     /// give other pods to that attempt), or no longer.
     pub(crate) fn set_early(&mut self, pod: usize, early: bool) {

@@ -838,14 +838,17 @@ impl Context<'_> {
         job: usize,
         leaf: usize,
         pending: &[usize],
-        mut needed: Vec<Released>,
+        needed: Vec<Released>,
     ) -> (Vec<Moved>, Vec<Released>) {
+        // Pods being deleted go whatever happens; they need no job (another scheduler's have
+        // none).
+        let (mut needed, mut evicted): (Vec<Released>, Vec<Released>) =
+            needed.into_iter().partition(|(v, _)| v.reason.is_some());
         needed.sort_by_cached_key(|(v, _)| self.job_order(v.job));
         let gang = request_of(self.snapshot, pending);
         let preemptible = self.jobs[job].preemptible;
         self.used.add(self.policy, leaf, gang, preemptible, 1);
         let mut moved = Vec::new();
-        let mut evicted = Vec::new();
         // The units of each job together, the jobs in job order.
         let mut jobs: Vec<Vec<Released>> = Vec::new();
         for unit in needed {
@@ -1120,31 +1123,21 @@ impl Context<'_> {
         if releasing.is_empty() {
             return false;
         }
-        let owner = self.owner_of_pods();
         let pending = self.gang_core(job);
         let mut at = 0;
-        let mut next = |_: &Self, _: &[Victim]| {
+        let mut next = |cx: &Self, _: &[Victim]| {
             let p = *releasing.get(at)?;
             at += 1;
             Some(Victim {
-                job: owner[p],
+                // `usize::MAX` for another scheduler's pod: nothing looks at the job of a pod
+                // being deleted.
+                job: cx.running_pods.job_of(p),
                 pods: vec![p],
                 reason: None,
                 must_move: false,
             })
         };
         self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
-    }
-
-    /// The job of every pod.
-    fn owner_of_pods(&self) -> Vec<usize> {
-        let mut owner = vec![usize::MAX; self.snapshot.pods.len()];
-        for (j, job) in self.jobs.iter().enumerate() {
-            for &p in &job.pods {
-                owner[p] = j;
-            }
-        }
-        owner
     }
 
     /// Stale-gang eviction (KAI's `stalegangeviction.go` with `PodGroupInfo.IsStale`): a gang

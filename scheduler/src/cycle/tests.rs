@@ -1715,3 +1715,34 @@ fn a_running_job_grows_only_inside_the_required_domain_it_holds() {
         Reason::NoTopologyDomain { .. }
     ));
 }
+
+/// Room held by another scheduler's pod being deleted is room a pending pod may be nominated
+/// onto, as any terminating pod's (KAI's pipelining onto releasing resources). That pod has no
+/// job of ours: the cycle panicked here before (found by review, stop 32). n1 has 2 GPUs, both
+/// held by such a pod; a's w asks 2: it is nominated onto n1, and nothing is evicted.
+#[test]
+fn room_of_another_schedulers_pod_being_deleted_takes_a_nomination() {
+    let p = policy(TWO_TEAMS);
+    let leaving = Pod {
+        terminating: true,
+        foreign: true,
+        ..running(pod("other", "leaving", 2), "n1", 0)
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 2)],
+        pods: vec![leaving, pod("a", "w", 2)],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 10);
+    assert_eq!(
+        r.decisions,
+        vec![Decision::Nominate {
+            pod: "a/w".into(),
+            node: "n1".into(),
+        }]
+    );
+}
