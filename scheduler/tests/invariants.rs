@@ -377,12 +377,13 @@ proptest! {
         first in arb_jobs(),
         second in arb_jobs(),
         looks in prop::collection::vec((0u8..4, 0u8..3, 0i64..3), 40),
-        foreign in prop::collection::vec((0usize..6, 0i64..3), 0..4),
+        foreign in prop::collection::vec((0usize..6, 0i64..3, prop::bool::ANY), 0..4),
     ) {
         let policy = policy();
         let mut s1 = filtered(&nodes, &first, &looks, "x");
-        // Other schedulers' pods, running wherever they were put (even where ours may not go).
-        for (i, &(n, gpus)) in foreign.iter().enumerate() {
+        // Other schedulers' pods, running wherever they were put (even where ours may not go),
+        // some being deleted: their room may take nominations.
+        for (i, &(n, gpus, leaving)) in foreign.iter().enumerate() {
             s1.pods.push(Pod {
                 namespace: "a".into(),
                 name: format!("theirs-{i}"),
@@ -390,6 +391,7 @@ proptest! {
                 node: Some(format!("n{}", n % nodes.len())),
                 started: Some(0),
                 foreign: true,
+                terminating: leaving,
                 ..Default::default()
             });
         }
@@ -653,20 +655,47 @@ fn check_filters(before: &Snapshot, r: &CycleResult) -> Result<(), TestCaseError
             );
         }
     }
-    // Counting every pod where it ends (running, placed, nominated), minus the evicted.
+    // Counting every pod where it ends (running, placed, nominated), minus the evicted and the
+    // ones being deleted, whose room a nominated pod takes once they are gone; a pod bound
+    // now needs room beside them.
     let after = apply(before, r, 0);
+    let bound: HashMap<&str, &str> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bind { pod, node } => Some((pod.as_str(), node.as_str())),
+            _ => None,
+        })
+        .collect();
     for node in &before.nodes {
+        let on_node = |p: &&Pod| {
+            placed
+                .get(&p.key())
+                .map(String::as_str)
+                .or(p.node.as_deref())
+                == Some(node.name.as_str())
+        };
         let here: Vec<&Pod> = after
             .pods
             .iter()
-            .filter(|p| {
-                placed
-                    .get(&p.key())
-                    .map(String::as_str)
-                    .or(p.node.as_deref())
-                    == Some(node.name.as_str())
-            })
+            .filter(on_node)
+            .filter(|p| !p.terminating)
             .collect();
+        if let Some(max) = node.max_pods
+            && bound.values().any(|&n| n == node.name)
+        {
+            let now = after
+                .pods
+                .iter()
+                .filter(on_node)
+                .filter(|p| !placed.contains_key(&p.key()) || bound.contains_key(p.key().as_str()))
+                .count();
+            prop_assert!(
+                now as u32 <= max,
+                "{}: {now} pods over {max} with the ones being deleted",
+                node.name
+            );
+        }
         let placed_here = here
             .iter()
             .any(|p| placed.get(&p.key()) == Some(&node.name));
