@@ -239,7 +239,7 @@ impl Context<'_> {
             })
         };
         self.within_solver_nodes(job, |cx| {
-            cx.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+            cx.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true, true)
         })
     }
 
@@ -550,7 +550,9 @@ impl Context<'_> {
     /// Releases victims one unit at a time, each from `next(context, released so far)`, until
     /// the pods `pending` fit; keeps every earlier victim the gang can do without; then, if
     /// `valid(context, needed)` accepts the victims, commits the evictions and nominates the
-    /// pods onto the room. Otherwise, or if the gang never fits, puts everything back.
+    /// pods onto the room. Otherwise, or if the gang never fits, puts everything back. With
+    /// `releasing_first` (the eviction actions), the room of pods being deleted is the gang's
+    /// beside the victims' from the start.
     pub(crate) fn release_until_fit(
         &mut self,
         job: usize,
@@ -558,6 +560,7 @@ impl Context<'_> {
         pending: &[usize],
         next: &mut dyn FnMut(&Self, &[Victim]) -> Option<Victim>,
         valid: &dyn Fn(&Self, &[Victim]) -> bool,
+        releasing_first: bool,
     ) -> bool {
         let request = request_of(self.snapshot, pending);
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
@@ -575,6 +578,26 @@ impl Context<'_> {
         // them every victim leads to a full attempt.
         let mut freed_since: Option<Vec<usize>> = None;
         let terms = self.state.tracks_inter_pod_terms();
+        if releasing_first {
+            // KAI's solver places on idle and releasing room alike (`NonAllocatedResource`),
+            // and pods being deleted when the cycle began release theirs: taken first, never
+            // evicted, put back where the gang can do without them.
+            for p in self.releasing.clone() {
+                if self.slots[p].is_none() {
+                    continue;
+                }
+                let pod = Victim {
+                    // `usize::MAX` for another scheduler's pod: nothing looks at the job of a
+                    // pod being deleted.
+                    job: self.running_pods.job_of(p),
+                    pods: vec![p],
+                    reason: None,
+                    must_move: false,
+                };
+                let freed = self.release(&pod);
+                released.push((pod, freed));
+            }
+        }
         while popped.len() < MAX_VICTIMS {
             let Some(victim) = next(self, &popped) else {
                 break;
@@ -662,7 +685,11 @@ impl Context<'_> {
             let moved: Vec<Moved> = early.into_iter().chain(late).collect();
             // Only the victims evicted count as taken from their queues: the moved ones keep
             // their allocation (KAI's `allowConsolidatingReclaim`, on by default).
-            let victims: Vec<Victim> = needed.iter().map(|(v, _)| v.clone()).collect();
+            let victims: Vec<Victim> = needed
+                .iter()
+                .filter(|(v, _)| v.reason.is_some())
+                .map(|(v, _)| v.clone())
+                .collect();
             let valid = valid(self, &victims);
             if !valid || self.dry_run.is_some() {
                 let all: Vec<Victim> = victims
@@ -1137,7 +1164,7 @@ impl Context<'_> {
                 must_move: false,
             })
         };
-        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true, false)
     }
 
     /// Stale-gang eviction (KAI's `stalegangeviction.go` with `PodGroupInfo.IsStale`): a gang

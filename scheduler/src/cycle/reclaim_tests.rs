@@ -1315,3 +1315,40 @@ fn an_elastic_victim_gives_up_the_pod_last_in_its_task_order() {
     assert_eq!(reclaimed(&r), vec!["a/a1"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
 }
+
+/// The room of pods being deleted is the reclaimer's beside its victims' (KAI's solver places
+/// on idle and releasing room alike: `node_info.go: NonAllocatedResource`, and the idle-GPU
+/// scenario filter counts releasing GPUs, `idle_gpus.go: nodeIdleOrReleasingGpuCapacity`).
+///
+/// n1 has 4 GPUs: b's x (2 GPUs) runs, b's t (2 GPUs) is being deleted. a (quota 4, fair share
+/// 4; b's is 0, t counting as nothing) wants p (4 GPUs). Allocate cannot pipeline p onto t's
+/// 2 GPUs alone; reclaim evicts x, and p is nominated onto n1 with x's and t's room. Before,
+/// reclaim counted only the victims' room, and p waited for t to be gone.
+#[test]
+fn reclaim_nominates_onto_the_room_of_pods_being_deleted_beside_its_victims() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=4; namespaces "a" }
+        queue "b" { gpu; namespaces "b" }
+        "#,
+    );
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4)],
+        pods: vec![
+            running(pod("b", "x", 2), "n1", 0),
+            Pod {
+                terminating: true,
+                ..running(pod("b", "t", 2), "n1", 0)
+            },
+            created(pod("a", "p", 4), 100),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(reclaimed(&r), vec!["b/x"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("a/p".to_string(), "n1".to_string())]);
+}
