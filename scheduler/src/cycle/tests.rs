@@ -338,6 +338,43 @@ fn higher_priority_preempts_lower_inside_a_queue_and_is_pipelined() {
     }));
 }
 
+/// Preempt, like reclaim, places on the room of pods being deleted beside its victims': n1 (8
+/// GPUs) runs b's train (4 GPUs) and holds 4 more for b's old, being deleted. b's prod (8 GPUs)
+/// does not fit in old's room alone; it preempts train and is nominated onto n1.
+#[test]
+fn preempt_nominates_onto_the_room_of_pods_being_deleted_beside_its_victims() {
+    let p = policy(TWO_TEAMS);
+    let train = Pod {
+        priority_class: Some("train".into()),
+        ..running(pod("b", "train", 4), "n1", 0)
+    };
+    let old = Pod {
+        priority_class: Some("train".into()),
+        terminating: true,
+        ..running(pod("b", "old", 4), "n1", 0)
+    };
+    let prod = Pod {
+        priority_class: Some("prod".into()),
+        ..pod("b", "prod", 8)
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 8)],
+        pods: vec![train, old, prod],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 600);
+    let gone: Vec<String> = evicted(&r).into_iter().map(|(pod, _)| pod).collect();
+    assert_eq!(gone, vec!["b/train"], "{:#?}", r.decisions);
+    assert!(r.decisions.contains(&Decision::Nominate {
+        pod: "b/prod".into(),
+        node: "n1".into()
+    }));
+}
+
 /// Preempt's solver places on KAI's solver nodes too (`preempt.go: attemptToPreemptForPreemptor`
 /// with `FeasibleNodesForJob`): n1 (1 GPU, 8 cores) runs b's train jobs g1 (1 GPU, 4 cores)
 /// and the newer CPU-only c1 (4 cores); n2 has cores and no GPU. The prod job (1 GPU, 6
