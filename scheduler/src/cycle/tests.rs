@@ -1388,6 +1388,57 @@ fn consolidation_moves_pods_only_to_nodes_with_free_gpus_for_a_gpu_job() {
     );
 }
 
+/// Consolidation counts the room of pods being deleted as free for the gang and the moved pods
+/// (KAI's `utils/action.go: IsEnoughGPUsAllocatableForJob` adds releasing GPUs; its solver
+/// pipelines onto them). n1 (4 GPUs) runs b's k (2 GPUs); n2 (4 GPUs) runs b's newer m (2
+/// GPUs) and holds 2 for b's t, being deleted. a's w (4 GPUs) fits nowhere, not even with t's
+/// room alone; moving m to n1 frees n2 with t's room, and w is nominated there. Before, the
+/// free total (2 GPUs) stopped consolidation until t was gone.
+#[test]
+fn consolidation_counts_the_room_of_pods_being_deleted() {
+    let p = policy(TWO_TEAMS);
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4), node("n2", 4)],
+        pods: vec![
+            running(pod("b", "k", 2), "n1", 0),
+            Pod {
+                created: 1,
+                ..running(pod("b", "m", 2), "n2", 1)
+            },
+            Pod {
+                terminating: true,
+                ..running(pod("b", "t", 2), "n2", 0)
+            },
+            Pod {
+                created: 5,
+                ..pod("a", "w", 4)
+            },
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 600);
+    assert_eq!(
+        evicted(&r),
+        vec![(
+            "b/m".into(),
+            EvictReason::Consolidate {
+                for_job: "a/w".into(),
+                to_node: "n1".into()
+            }
+        )],
+        "{:#?}",
+        r.decisions
+    );
+    assert!(r.decisions.contains(&Decision::Nominate {
+        pod: "a/w".into(),
+        node: "n2".into()
+    }));
+}
+
 #[test]
 fn consolidation_never_moves_non_preemptible_work() {
     let p = policy(TWO_TEAMS);
