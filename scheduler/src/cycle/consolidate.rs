@@ -82,15 +82,11 @@ impl Context<'_> {
         if self.admission(job, leaf, &request).is_err() {
             return false;
         }
-        // Pods being deleted when the cycle began release their room: KAI counts it with the
-        // idle room (`utils/action.go: IsEnoughGPUsAllocatableForJob`) and its solver places
-        // on both. It is the gang's and the moved pods' for this attempt.
-        let leaving = self.take_leaving_room();
-        // Moving pods creates no room: when the cluster's free total cannot hold the gang, skip.
+        // Moving pods creates no room: when the cluster's free total (with the room of pods
+        // being deleted, see `take_leaving_room`) cannot hold the gang, skip.
         let free = self.state.free_total();
         let room = room_of(self.snapshot, &pending);
         if free.gpu < room.gpu || free.cpu < room.cpu || free.memory < room.memory {
-            self.give_leaving_room_back(leaving, false);
             return false;
         }
         // Each victim unit is added to the moved set in turn until the gang fits and every
@@ -163,7 +159,6 @@ impl Context<'_> {
                     self.put_slot(p, to);
                 }
             }
-            self.give_leaving_room_back(leaving, true);
             self.commit(job, leaf, slots, true);
             return true;
         }
@@ -171,34 +166,7 @@ impl Context<'_> {
             self.state.take(&slot, &self.snapshot.pods[p]);
             self.put_slot(p, slot);
         }
-        self.give_leaving_room_back(leaving, false);
         false
-    }
-
-    /// Frees the room of the pods being deleted when the cycle began that still hold it.
-    fn take_leaving_room(&mut self) -> Vec<(usize, Slot)> {
-        let mut leaving = Vec::new();
-        for p in self.releasing.clone() {
-            if let Some(slot) = self.take_slot(p) {
-                self.state.release(&slot, &self.snapshot.pods[p]);
-                leaving.push((p, slot));
-            }
-        }
-        leaving
-    }
-
-    /// Gives the pods being deleted their room back ([`Self::take_leaving_room`]); once a gang
-    /// is placed (`placed`), only where nothing placed now needs it.
-    fn give_leaving_room_back(&mut self, leaving: Vec<(usize, Slot)>, placed: bool) {
-        for (p, slot) in leaving.into_iter().rev() {
-            let pod = &self.snapshot.pods[p];
-            self.state.take(&slot, pod);
-            if placed && self.state.overdrawn(slot.node) != Some(false) {
-                self.state.release(&slot, pod);
-                continue;
-            }
-            self.put_slot(p, slot);
-        }
     }
 
     /// Gives back the room [`Self::replace_all`] took for `released` (slots `to`).

@@ -239,7 +239,7 @@ impl Context<'_> {
             })
         };
         self.within_solver_nodes(job, |cx| {
-            cx.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true, true)
+            cx.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
         })
     }
 
@@ -550,9 +550,7 @@ impl Context<'_> {
     /// Releases victims one unit at a time, each from `next(context, released so far)`, until
     /// the pods `pending` fit; keeps every earlier victim the gang can do without; then, if
     /// `valid(context, needed)` accepts the victims, commits the evictions and nominates the
-    /// pods onto the room. Otherwise, or if the gang never fits, puts everything back. With
-    /// `releasing_first` (the eviction actions), the room of pods being deleted is the gang's
-    /// beside the victims' from the start.
+    /// pods onto the room. Otherwise, or if the gang never fits, puts everything back.
     pub(crate) fn release_until_fit(
         &mut self,
         job: usize,
@@ -560,7 +558,6 @@ impl Context<'_> {
         pending: &[usize],
         next: &mut dyn FnMut(&Self, &[Victim]) -> Option<Victim>,
         valid: &dyn Fn(&Self, &[Victim]) -> bool,
-        releasing_first: bool,
     ) -> bool {
         let request = request_of(self.snapshot, pending);
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
@@ -578,26 +575,6 @@ impl Context<'_> {
         // them every victim leads to a full attempt.
         let mut freed_since: Option<Vec<usize>> = None;
         let terms = self.state.tracks_inter_pod_terms();
-        if releasing_first {
-            // KAI's solver places on idle and releasing room alike (`NonAllocatedResource`),
-            // and pods being deleted when the cycle began release theirs: taken first, never
-            // evicted, put back where the gang can do without them.
-            for p in self.releasing.clone() {
-                if self.slots[p].is_none() {
-                    continue;
-                }
-                let pod = Victim {
-                    // `usize::MAX` for another scheduler's pod: nothing looks at the job of a
-                    // pod being deleted.
-                    job: self.running_pods.job_of(p),
-                    pods: vec![p],
-                    reason: None,
-                    must_move: false,
-                };
-                let freed = self.release(&pod);
-                released.push((pod, freed));
-            }
-        }
         while popped.len() < MAX_VICTIMS {
             let Some(victim) = next(self, &popped) else {
                 break;
@@ -1136,6 +1113,36 @@ impl Context<'_> {
         }
     }
 
+    /// Frees the room of the pods being deleted when the cycle began that still hold it, for
+    /// the eviction actions: KAI's solvers place on idle and releasing room alike
+    /// (`node_info.go: NonAllocatedResource`; consolidation's `utils/action.go:
+    /// IsEnoughGPUsAllocatableForJob` adds releasing GPUs), so a job needing a victim's room and
+    /// such a pod's is nominated onto both at once. Returns the pods and the slots they held.
+    pub(crate) fn take_leaving_room(&mut self) -> Vec<(usize, Slot)> {
+        let mut leaving = Vec::new();
+        for p in self.releasing.clone() {
+            if let Some(slot) = self.take_slot(p) {
+                self.state.release(&slot, &self.snapshot.pods[p]);
+                leaving.push((p, slot));
+            }
+        }
+        leaving
+    }
+
+    /// Gives the pods of [`Self::take_leaving_room`] their room back where nothing placed
+    /// since needs it.
+    pub(crate) fn give_leaving_room_back(&mut self, leaving: Vec<(usize, Slot)>) {
+        for (p, slot) in leaving.into_iter().rev() {
+            let pod = &self.snapshot.pods[p];
+            self.state.take(&slot, pod);
+            if self.state.overdrawn(slot.node) == Some(false) {
+                self.put_slot(p, slot);
+            } else {
+                self.state.release(&slot, pod);
+            }
+        }
+    }
+
     /// Pipelining onto terminating pods (KAI's `allocateTaskToNode` → `pipelineTaskToNode`):
     /// when a job does not fit on idle resources, it may be placed on the room pods that are
     /// being deleted still hold, nearest nodes first; it is nominated there and binds once they
@@ -1164,7 +1171,7 @@ impl Context<'_> {
                 must_move: false,
             })
         };
-        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true, false)
+        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
     }
 
     /// Stale-gang eviction (KAI's `stalegangeviction.go` with `PodGroupInfo.IsStale`): a gang

@@ -317,6 +317,9 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     lap("allocate");
     ctx.check_releasing();
     ctx.state.start_pipelining();
+    // The eviction actions place on the room of pods being deleted too; what nothing was
+    // placed on is theirs again afterwards.
+    let leaving = ctx.take_leaving_room();
     if actions.consolidation {
         unplaced = ctx.consolidate(unplaced);
         lap("consolidation");
@@ -332,6 +335,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         lap("preempt");
         ctx.check_releasing();
     }
+    ctx.give_leaving_room_back(leaving);
     for u in unplaced {
         ctx.pending_decision(u.job, u.reason);
     }

@@ -276,7 +276,7 @@ impl Context<'_> {
                 && cx.within_boundaries(leaf, &request, preemptible, victims)
         };
         let done = self.within_solver_nodes(job, |cx| {
-            cx.release_until_fit(job, leaf, &pending, &mut next, &valid, true)
+            cx.release_until_fit(job, leaf, &pending, &mut next, &valid)
         });
         if done {
             known.by_leaf.clear();
