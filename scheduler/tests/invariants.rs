@@ -681,7 +681,19 @@ fn check_filters(before: &Snapshot, r: &CycleResult) -> Result<(), TestCaseError
             .filter(on_node)
             .filter(|p| !p.terminating)
             .collect();
+        // Only where the pods already there fit the node: other schedulers' pods may be drawn
+        // over its capacity, and then nothing can be promised.
+        let theirs_fit = {
+            let there = before
+                .pods
+                .iter()
+                .filter(|p| p.node.as_deref() == Some(node.name.as_str()));
+            let gpus: i64 = there.clone().map(|p| p.request.gpu).sum();
+            gpus <= node.allocatable.gpu
+                && node.max_pods.is_none_or(|max| there.count() as u32 <= max)
+        };
         if let Some(max) = node.max_pods
+            && theirs_fit
             && bound.values().any(|&n| n == node.name)
         {
             let now = after

@@ -588,6 +588,13 @@ impl Context<'_> {
                 pipelined[at] = self.onto_releasing_shared_device(*p, slot);
             }
         }
+        // A pod that took room still being released (a pod slot or CPU a pod being deleted
+        // holds, beside one pipelined there) waits for it: nominated, not bound.
+        for (at, (p, slot)) in slots.iter().enumerate() {
+            pipelined[at] |= !self
+                .state
+                .took_idle_only(slot.node, &self.snapshot.pods[*p]);
+        }
         // A pod set with a pipelined pod, of this turn or an earlier one, and fewer active
         // pods than its minimum is pipelined whole (`allocate.go: attemptToAllocateJob`,
         // `PodGroupInfo.ShouldPipelineJob`).
@@ -700,6 +707,10 @@ impl Context<'_> {
         for (p, slot) in slots {
             if self.snapshot.pods[p].node.is_none() {
                 self.grown[job] = true;
+            }
+            if nominate {
+                self.state
+                    .count_nominated(slot.node, &self.snapshot.pods[p]);
             }
             let pod = self.snapshot.pods[p].key();
             let node = self.snapshot.nodes[slot.node].name.clone();

@@ -1333,10 +1333,6 @@ fn reclaim_nominates_onto_the_room_of_pods_being_deleted_beside_its_victims() {
         "#,
     );
     let s = Snapshot {
-        topologies: Vec::new(),
-        dra: Default::default(),
-        numa_ignore: Default::default(),
-        priority_classes: Default::default(),
         nodes: vec![node("n1", 4)],
         pods: vec![
             running(pod("b", "x", 2), "n1", 0),
@@ -1346,7 +1342,7 @@ fn reclaim_nominates_onto_the_room_of_pods_being_deleted_beside_its_victims() {
             },
             created(pod("a", "p", 4), 100),
         ],
-        groups: vec![],
+        ..Default::default()
     };
     let r = cycle(&p, &s, 3600);
     assert_eq!(reclaimed(&r), vec!["b/x"], "{:#?}", r.decisions);

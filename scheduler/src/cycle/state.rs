@@ -164,6 +164,10 @@ pub struct ClusterState<'s> {
     /// KAI takes it from the node's releasing room and leaves its idle room as it was
     /// (`NodeInfo.addTaskResources`, a pipelined task).
     pipelined: Vec<Amounts>,
+    /// Per node, the pod slots of `releasing` and of `pipelined`: a pod bound now needs a slot
+    /// no pod being released still holds (KAI's idle vector counts pods too).
+    releasing_pods: Vec<i64>,
+    pipelined_pods: Vec<i64>,
     /// The nodes an eviction solver's attempt may place on (`None`: every node), KAI's
     /// feasible nodes for the preemptor with its victims' nodes added.
     scenario: Option<Vec<bool>>,
@@ -251,6 +255,8 @@ impl<'s> ClusterState<'s> {
             releasing_nodes: 0,
             pipelining: false,
             pipelined: vec![Amounts::default(); snapshot.nodes.len()],
+            releasing_pods: vec![0; snapshot.nodes.len()],
+            pipelined_pods: vec![0; snapshot.nodes.len()],
             scenario: None,
             has_mig: snapshot
                 .nodes
@@ -476,9 +482,10 @@ impl<'s> ClusterState<'s> {
     /// Counts a pod bound on `node` as released from it in this cycle (`sign` 1), or back
     /// (`sign` -1).
     fn mark_releasing(&mut self, node: usize, pod: &Pod, sign: i64) {
-        let was = self.releasing[node] != Amounts::default();
+        let was = self.releasing[node] != Amounts::default() || self.releasing_pods[node] != 0;
         self.releasing[node] = add(self.releasing[node], pod.request, sign);
-        let is = self.releasing[node] != Amounts::default();
+        self.releasing_pods[node] += sign;
+        let is = self.releasing[node] != Amounts::default() || self.releasing_pods[node] != 0;
         match (was, is) {
             (false, true) => self.releasing_nodes += 1,
             (true, false) => self.releasing_nodes -= 1,
@@ -496,16 +503,40 @@ impl<'s> ClusterState<'s> {
         self.releasing_nodes > 0
     }
 
+    /// Whether a pod placed on a node took idle room only: the room being released there (less
+    /// what pipelined pods took) is still free in what the pod asks and in pod slots. A pod
+    /// that took some of it binds only once that room is gone: it is nominated.
+    pub fn took_idle_only(&self, node: usize, pod: &Pod) -> bool {
+        let r = self.releasing[node];
+        if r == Amounts::default() && self.releasing_pods[node] == 0 {
+            return true;
+        }
+        let n = &self.nodes[node];
+        let p = self.pipelined[node];
+        let kept = |asks: i64, free: i64, releasing: i64, pipelined: i64| {
+            asks == 0 || free - releasing + pipelined >= 0
+        };
+        (n.pod_slots == i64::MAX
+            || n.pod_slots - self.releasing_pods[node] + self.pipelined_pods[node] >= 0)
+            && kept(pod.request.gpu, n.free.gpu, r.gpu, p.gpu)
+            && kept(pod.request.cpu, n.free.cpu, r.cpu, p.cpu)
+            && kept(pod.request.memory, n.free.memory, r.memory, p.memory)
+    }
+
     /// Whether a pod fits a node's idle room (KAI's `NodeInfo.IsTaskAllocatable` on the idle
     /// vector): its free room less what is being released there beyond what pods pipelined
     /// there took (they take releasing room first).
     pub fn fits_idle(&self, node: usize, pod: &Pod) -> bool {
         let r = self.releasing[node];
-        if r == Amounts::default() {
+        if r == Amounts::default() && self.releasing_pods[node] == 0 {
             return true;
         }
-        let (free, p) = (self.nodes[node].free, self.pipelined[node]);
-        free.gpu - r.gpu + p.gpu >= pod.request.gpu
+        let n = &self.nodes[node];
+        let slots = n.pod_slots == i64::MAX
+            || n.pod_slots - self.releasing_pods[node] + self.pipelined_pods[node] >= 1;
+        let (free, p) = (n.free, self.pipelined[node]);
+        slots
+            && free.gpu - r.gpu + p.gpu >= pod.request.gpu
             && free.cpu - r.cpu + p.cpu >= pod.request.cpu
             && free.memory - r.memory + p.memory >= pod.request.memory
     }
@@ -688,6 +719,16 @@ impl<'s> ClusterState<'s> {
         }
     }
 
+    /// Counts a pod allocate nominates onto room being released as pipelined there, as the
+    /// actions after it count theirs (see [`Self::track`]): a pod bound beside it then takes
+    /// idle room only where the pipelined pods left the releasing room theirs.
+    pub fn count_nominated(&mut self, node: usize, pod: &Pod) {
+        if !self.pipelining {
+            self.pipelined[node] = add(self.pipelined[node], pod.request, 1);
+            self.pipelined_pods[node] += 1;
+        }
+    }
+
     /// From now on, placements off a pod's own node are pipelines (see [`Self::track`]).
     pub fn start_pipelining(&mut self) {
         self.pipelining = true;
@@ -702,6 +743,7 @@ impl<'s> ClusterState<'s> {
             self.mark_releasing(slot.node, pod, -sign);
         } else if self.pipelining {
             self.pipelined[slot.node] = add(self.pipelined[slot.node], pod.request, sign);
+            self.pipelined_pods[slot.node] += sign;
         }
     }
 

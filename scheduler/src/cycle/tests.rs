@@ -358,13 +358,9 @@ fn preempt_nominates_onto_the_room_of_pods_being_deleted_beside_its_victims() {
         ..pod("b", "prod", 8)
     };
     let s = Snapshot {
-        topologies: Vec::new(),
-        dra: Default::default(),
-        numa_ignore: Default::default(),
-        priority_classes: Default::default(),
         nodes: vec![node("n1", 8)],
         pods: vec![train, old, prod],
-        groups: vec![],
+        ..Default::default()
     };
     let r = cycle(&p, &s, 600);
     let gone: Vec<String> = evicted(&r).into_iter().map(|(pod, _)| pod).collect();
@@ -1398,10 +1394,6 @@ fn consolidation_moves_pods_only_to_nodes_with_free_gpus_for_a_gpu_job() {
 fn consolidation_counts_the_room_of_pods_being_deleted() {
     let p = policy(TWO_TEAMS);
     let s = Snapshot {
-        topologies: Vec::new(),
-        dra: Default::default(),
-        numa_ignore: Default::default(),
-        priority_classes: Default::default(),
         nodes: vec![node("n1", 4), node("n2", 4)],
         pods: vec![
             running(pod("b", "k", 2), "n1", 0),
@@ -1418,7 +1410,7 @@ fn consolidation_counts_the_room_of_pods_being_deleted() {
                 ..pod("a", "w", 4)
             },
         ],
-        groups: vec![],
+        ..Default::default()
     };
     let r = cycle(&p, &s, 600);
     assert_eq!(
@@ -1817,13 +1809,9 @@ fn room_of_another_schedulers_pod_being_deleted_takes_a_nomination() {
         ..running(pod("other", "leaving", 2), "n1", 0)
     };
     let s = Snapshot {
-        topologies: Vec::new(),
-        dra: Default::default(),
-        numa_ignore: Default::default(),
-        priority_classes: Default::default(),
         nodes: vec![node("n1", 2)],
         pods: vec![leaving, pod("a", "w", 2)],
-        groups: vec![],
+        ..Default::default()
     };
     let r = cycle(&p, &s, 10);
     assert_eq!(
@@ -1832,5 +1820,50 @@ fn room_of_another_schedulers_pod_being_deleted_takes_a_nomination() {
             pod: "a/w".into(),
             node: "n1".into(),
         }]
+    );
+}
+
+/// A pod slot a pod being deleted still holds is releasing room like its GPUs: a pod that needs
+/// it is nominated, not bound (the kubelet would refuse it while the slot is held; KAI's idle
+/// vector counts pods, `predicates.go: checkMaxPodsWithGpuGroupReservation`). n0 (4 GPUs, room
+/// for 2 pods) holds two pods of another scheduler being deleted (1 and 2 GPUs). a's y3 (4
+/// GPUs) is nominated there onto their room; b's y1 (no GPU) fits beside it only in the slot
+/// the second of them still holds: it is nominated too. Before, y1 was bound (found by the
+/// filter property with pods being deleted).
+#[test]
+fn a_pod_slot_held_by_a_pod_being_deleted_takes_only_a_nomination() {
+    let p = policy(TWO_TEAMS);
+    let mut n0 = node("n0", 4);
+    n0.max_pods = Some(2);
+    let leaving = |name: &str, gpus: i64| Pod {
+        terminating: true,
+        foreign: true,
+        ..running(pod("other", name, gpus), "n0", 0)
+    };
+    let s = Snapshot {
+        nodes: vec![n0],
+        pods: vec![
+            leaving("t0", 1),
+            leaving("t1", 2),
+            pod("a", "y3", 4),
+            pod("b", "y1", 0),
+        ],
+        ..Default::default()
+    };
+    let r = cycle(&p, &s, 10);
+    let mut placed = r.decisions.clone();
+    placed.sort_by_key(|d| format!("{d:?}"));
+    assert_eq!(
+        placed,
+        vec![
+            Decision::Nominate {
+                pod: "a/y3".into(),
+                node: "n0".into(),
+            },
+            Decision::Nominate {
+                pod: "b/y1".into(),
+                node: "n0".into(),
+            },
+        ]
     );
 }
