@@ -1827,9 +1827,9 @@ fn room_of_another_schedulers_pod_being_deleted_takes_a_nomination() {
 /// it is nominated, not bound (the kubelet would refuse it while the slot is held; KAI's idle
 /// vector counts pods, `predicates.go: checkMaxPodsWithGpuGroupReservation`). n0 (4 GPUs, room
 /// for 2 pods) holds two pods of another scheduler being deleted (1 and 2 GPUs). a's y3 (4
-/// GPUs) is nominated there onto their room; b's y1 (no GPU) fits beside it only in the slot
-/// the second of them still holds: it is nominated too. Before, y1 was bound (found by the
-/// filter property with pods being deleted).
+/// GPUs) comes first and is nominated there onto their room; a's newer y1 (no GPU) fits beside
+/// it only in the slot the second of them still holds: it is nominated too. Before, y1 was
+/// bound (found by the filter property with pods being deleted).
 #[test]
 fn a_pod_slot_held_by_a_pod_being_deleted_takes_only_a_nomination() {
     let p = policy(TWO_TEAMS);
@@ -1845,8 +1845,14 @@ fn a_pod_slot_held_by_a_pod_being_deleted_takes_only_a_nomination() {
         pods: vec![
             leaving("t0", 1),
             leaving("t1", 2),
-            pod("a", "y3", 4),
-            pod("b", "y1", 0),
+            Pod {
+                created: 1,
+                ..pod("a", "y3", 4)
+            },
+            Pod {
+                created: 2,
+                ..pod("a", "y1", 0)
+            },
         ],
         ..Default::default()
     };
@@ -1857,11 +1863,11 @@ fn a_pod_slot_held_by_a_pod_being_deleted_takes_only_a_nomination() {
         placed,
         vec![
             Decision::Nominate {
-                pod: "a/y3".into(),
+                pod: "a/y1".into(),
                 node: "n0".into(),
             },
             Decision::Nominate {
-                pod: "b/y1".into(),
+                pod: "a/y3".into(),
                 node: "n0".into(),
             },
         ]
