@@ -132,7 +132,8 @@ impl Operator {
         Operator::NAMED
             .iter()
             .find(|(_, o)| *o == self)
-            .map_or("In", |(n, _)| n)
+            .map(|(n, _)| *n)
+            .expect("every operator is in NAMED")
     }
 }
 

@@ -683,7 +683,8 @@ pub(super) fn gather(
         let reached: Vec<usize> = match (&s.node, s.all_nodes, s.node_selector.as_slice()) {
             (Some(n), _, _) => nodes.get(n.as_str()).copied().into_iter().collect(),
             (None, true, _) => (0..all.len()).collect(),
-            (None, false, [_]) => (matching(&s.node_selector, all).into_iter())
+            (None, false, [_]) => matching(&s.node_selector, all)
+                .into_iter()
                 .enumerate()
                 .filter_map(|(n, reached)| reached.then_some(n))
                 .collect(),

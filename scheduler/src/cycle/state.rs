@@ -482,15 +482,19 @@ impl<'s> ClusterState<'s> {
     /// Counts a pod bound on `node` as released from it in this cycle (`sign` 1), or back
     /// (`sign` -1).
     fn mark_releasing(&mut self, node: usize, pod: &Pod, sign: i64) {
-        let was = self.releasing[node] != Amounts::default() || self.releasing_pods[node] != 0;
+        let was = self.releases(node);
         self.releasing[node] = add(self.releasing[node], pod.request, sign);
         self.releasing_pods[node] += sign;
-        let is = self.releasing[node] != Amounts::default() || self.releasing_pods[node] != 0;
-        match (was, is) {
+        match (was, self.releases(node)) {
             (false, true) => self.releasing_nodes += 1,
             (true, false) => self.releasing_nodes -= 1,
             _ => {}
         }
+    }
+
+    /// Whether room (or a pod slot) is being released on a node.
+    fn releases(&self, node: usize) -> bool {
+        self.releasing[node] != Amounts::default() || self.releasing_pods[node] != 0
     }
 
     /// The room released in this cycle on a node (see [`Self::track`]).
@@ -503,42 +507,51 @@ impl<'s> ClusterState<'s> {
         self.releasing_nodes > 0
     }
 
+    /// A node's idle room (KAI's idle vector): its free room less what is being released there
+    /// beyond what pods pipelined there took (they take releasing room first), and its idle pod
+    /// slots (`i64::MAX` without a limit). `None` while nothing is being released there: all
+    /// its free room is idle.
+    fn idle(&self, node: usize) -> Option<(Amounts, i64)> {
+        if !self.releases(node) {
+            return None;
+        }
+        let n = &self.nodes[node];
+        let room = add(
+            add(n.free, self.releasing[node], -1),
+            self.pipelined[node],
+            1,
+        );
+        let slots = match n.pod_slots {
+            i64::MAX => i64::MAX,
+            free => free - self.releasing_pods[node] + self.pipelined_pods[node],
+        };
+        Some((room, slots))
+    }
+
     /// Whether a pod placed on a node took idle room only: the room being released there (less
     /// what pipelined pods took) is still free in what the pod asks and in pod slots. A pod
     /// that took some of it binds only once that room is gone: it is nominated.
     pub fn took_idle_only(&self, node: usize, pod: &Pod) -> bool {
-        let r = self.releasing[node];
-        if r == Amounts::default() && self.releasing_pods[node] == 0 {
+        let Some((room, slots)) = self.idle(node) else {
             return true;
-        }
-        let n = &self.nodes[node];
-        let p = self.pipelined[node];
-        let kept = |asks: i64, free: i64, releasing: i64, pipelined: i64| {
-            asks == 0 || free - releasing + pipelined >= 0
         };
-        (n.pod_slots == i64::MAX
-            || n.pod_slots - self.releasing_pods[node] + self.pipelined_pods[node] >= 0)
-            && kept(pod.request.gpu, n.free.gpu, r.gpu, p.gpu)
-            && kept(pod.request.cpu, n.free.cpu, r.cpu, p.cpu)
-            && kept(pod.request.memory, n.free.memory, r.memory, p.memory)
+        let kept = |asks: i64, idle: i64| asks == 0 || idle >= 0;
+        slots >= 0
+            && kept(pod.request.gpu, room.gpu)
+            && kept(pod.request.cpu, room.cpu)
+            && kept(pod.request.memory, room.memory)
     }
 
     /// Whether a pod fits a node's idle room (KAI's `NodeInfo.IsTaskAllocatable` on the idle
-    /// vector): its free room less what is being released there beyond what pods pipelined
-    /// there took (they take releasing room first).
+    /// vector, [`Self::idle`]).
     pub fn fits_idle(&self, node: usize, pod: &Pod) -> bool {
-        let r = self.releasing[node];
-        if r == Amounts::default() && self.releasing_pods[node] == 0 {
+        let Some((room, slots)) = self.idle(node) else {
             return true;
-        }
-        let n = &self.nodes[node];
-        let slots = n.pod_slots == i64::MAX
-            || n.pod_slots - self.releasing_pods[node] + self.pipelined_pods[node] >= 1;
-        let (free, p) = (n.free, self.pipelined[node]);
-        slots
-            && free.gpu - r.gpu + p.gpu >= pod.request.gpu
-            && free.cpu - r.cpu + p.cpu >= pod.request.cpu
-            && free.memory - r.memory + p.memory >= pod.request.memory
+        };
+        slots >= 1
+            && room.gpu >= pod.request.gpu
+            && room.cpu >= pod.request.cpu
+            && room.memory >= pod.request.memory
     }
 
     /// What is free on all schedulable nodes together.
