@@ -285,6 +285,183 @@ fn a_failed_write_exits_2_and_leaves_no_partial_file() {
     );
 }
 
+/// Runs a workspace binary with its standard output sent to `/dev/full`, where every write
+/// fails as on a full disk.
+fn with_stdout_full(name: &str, cwd: &std::path::Path, args: &[&str]) -> Run {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full exists on Linux");
+    std::process::Command::new(binary(name))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .stdout(full)
+        .output()
+        .expect("the binary runs")
+        .into()
+}
+
+#[test]
+fn output_that_cannot_be_written_to_stdout_exits_2_and_says_why() {
+    let dir = temp();
+    copy_example(dir.path());
+    let cluster = repo_root().join("examples/cluster.yaml");
+    let cluster = cluster.to_str().unwrap();
+    let runs = [
+        ("kai-policy", vec!["build", "--out", "-"]),
+        ("kai-policy", vec!["check", "--format", "json"]),
+        ("kai-policy", vec!["check", "--format", "sarif"]),
+        ("kai-policy", vec!["schema"]),
+        (
+            "kai-scheduler",
+            vec!["simulate", "--policy", "policies", "--cluster", cluster],
+        ),
+    ];
+    for (name, args) in runs {
+        let run = with_stdout_full(name, dir.path(), &args);
+        assert_eq!(run.status, 2, "{name} {args:?}: {run:?}");
+        assert!(
+            run.stderr.contains("cannot write to standard output")
+                && run.stderr.contains("No space left on device"),
+            "{name} {args:?}: {}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn a_build_that_cannot_replace_every_output_replaces_none() {
+    let dir = temp();
+    copy_example(dir.path());
+    let small = dir.path().join("small");
+    write_files(
+        &small,
+        &[(
+            "a.kdl",
+            "queue \"solo\" { gpu quota=1; namespaces \"solo\"; }\n",
+        )],
+    );
+    let out = dir.path().join("out");
+    let good = kai_policy(dir.path(), &["build", "small", "--out", "out"]);
+    assert_eq!(good.status, 0, "{good:?}");
+    let read = |name: &str| std::fs::read(out.join(name)).ok();
+    // Each output in turn cannot be replaced (a folder stands in its place): the others must
+    // keep the first build's contents, and no temporary file may be left behind.
+    for blocked in [
+        "queues.yaml",
+        "priorityclasses.yaml",
+        "scheduler-config.json",
+    ] {
+        let kept = read(blocked).expect("the first build wrote it");
+        std::fs::remove_file(out.join(blocked)).unwrap();
+        std::fs::create_dir(out.join(blocked)).unwrap();
+        let before: Vec<_> = [
+            "queues.yaml",
+            "priorityclasses.yaml",
+            "scheduler-config.json",
+        ]
+        .map(read)
+        .into();
+        for format in ["human", "json"] {
+            let run = kai_policy(
+                dir.path(),
+                &["build", "policies", "--out", "out", "--format", format],
+            );
+            assert_eq!(run.status, 2, "{blocked} {format}: {run:?}");
+            let after: Vec<_> = [
+                "queues.yaml",
+                "priorityclasses.yaml",
+                "scheduler-config.json",
+            ]
+            .map(read)
+            .into();
+            assert_eq!(after, before, "{blocked} {format}: an output was replaced");
+            let mut left: Vec<String> = std::fs::read_dir(&out)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            left.sort();
+            assert_eq!(
+                left,
+                [
+                    "priorityclasses.yaml",
+                    "queues.yaml",
+                    "scheduler-config.json"
+                ],
+                "{blocked} {format}: files left behind"
+            );
+            let said = if format == "json" {
+                &run.stdout
+            } else {
+                &run.stderr
+            };
+            assert!(said.contains(blocked), "{blocked} {format}: {said}");
+        }
+        std::fs::remove_dir(out.join(blocked)).unwrap();
+        std::fs::write(out.join(blocked), kept).unwrap();
+    }
+}
+
+#[test]
+fn build_prints_a_machine_document_on_stdout_when_it_writes_a_folder() {
+    let dir = temp();
+    copy_example(dir.path());
+    let run = kai_policy(
+        dir.path(),
+        &["build", "policies", "--out", "out", "--format", "json"],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stdout).expect("one JSON document on stdout");
+    assert_eq!(doc["summary"]["errors"], 0, "{doc}");
+    write_files(&dir.path().join("policies"), &[("broken.kdl", BROKEN)]);
+    let run = kai_policy(
+        dir.path(),
+        &["build", "policies", "--out", "out", "--format", "sarif"],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stdout).expect("one SARIF document on stdout");
+    assert_eq!(doc["version"], "2.1.0", "{doc}");
+    // With `--out -` stdout is the YAML stream: the document goes to stderr.
+    let run = kai_policy(
+        dir.path(),
+        &["build", "policies", "--out", "-", "--format", "json"],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    serde_json::from_str::<Value>(&run.stderr).expect("one JSON document on stderr");
+}
+
+#[cfg(unix)]
+#[test]
+fn fmt_keeps_a_files_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp();
+    let messy = "queue   \"solo\"   {  gpu quota=1 ;   namespaces \"solo\" }\n";
+    write_files(&dir.path().join("p"), &[("a.kdl", messy)]);
+    write_files(&dir.path().join("target"), &[("t.kdl", messy)]);
+    std::os::unix::fs::symlink("../target/t.kdl", dir.path().join("p/t.kdl")).unwrap();
+    for file in ["p/a.kdl", "target/t.kdl"] {
+        std::fs::set_permissions(
+            dir.path().join(file),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+    }
+    let run = kai_policy(dir.path(), &["fmt", "p"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    for file in ["p/a.kdl", "target/t.kdl"] {
+        let path = dir.path().join(file);
+        assert_ne!(
+            std::fs::read_to_string(&path).unwrap(),
+            messy,
+            "{file} was formatted"
+        );
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640, "{file}: mode {mode:o}");
+    }
+}
+
 #[test]
 fn the_compiled_config_names_the_git_commit_it_came_from() {
     let dir = temp();
@@ -371,8 +548,10 @@ fn machine_formats_print_one_document_also_when_the_command_cannot_run() {
         run.stdout
     );
 
-    // build reports on stderr (stdout may be the YAML stream): a failed write joins the
-    // policy's own diagnostics in the one document there.
+    // build with an output folder reports on stdout, as check does: a failed write joins the
+    // policy's own diagnostics in the one document there. (This test expected stderr until the
+    // folder case was told apart from `--out -`, where stdout is the YAML stream: a CI step's
+    // `--format sarif > results.sarif` got an empty file.)
     copy_example(dir.path());
     std::fs::write(dir.path().join("dist"), "a file, not a folder").unwrap();
     let run = kai_policy(
@@ -380,7 +559,7 @@ fn machine_formats_print_one_document_also_when_the_command_cannot_run() {
         &["build", "--out", "dist/out", "--format", "json"],
     );
     assert_eq!(run.status, 2, "{run:?}");
-    let doc: Value = serde_json::from_str(&run.stderr).expect("one JSON document on stderr");
+    let doc: Value = serde_json::from_str(&run.stdout).expect("one JSON document on stdout");
     assert_eq!(doc["diagnostics"][0]["code"], "KP0000");
     assert_eq!(doc["diagnostics"][0]["file"], "dist/out");
     let run = kai_policy(
@@ -388,7 +567,7 @@ fn machine_formats_print_one_document_also_when_the_command_cannot_run() {
         &["build", "nowhere", "--out", "x", "--format", "sarif"],
     );
     assert_eq!(run.status, 2);
-    let log: Value = serde_json::from_str(&run.stderr).expect("one SARIF document on stderr");
+    let log: Value = serde_json::from_str(&run.stdout).expect("one SARIF document on stdout");
     assert_eq!(log["runs"][0]["results"][0]["ruleId"], "KP0000");
 }
 

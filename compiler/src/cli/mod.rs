@@ -169,13 +169,13 @@ pub fn run() -> u8 {
         Command::Fmt(args) => fmt::run(&args),
         Command::Import(args) => import::run(&args),
     };
-    match result {
+    finish(match result {
         Ok(status) => status,
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILURE
         }
-    }
+    })
 }
 
 /// Loads and checks a policy folder.
@@ -266,13 +266,23 @@ fn check_command(args: &PolicyArgs) -> Result<u8, CliError> {
 
 fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
     let format = args.policy.format;
-    // Diagnostics go to stderr so that `--out -` keeps stdout a clean YAML stream; a clean
-    // human run prints nothing but the summary of what was written. A machine-readable format
-    // gets exactly one document there, also when the command cannot run.
+    let to_stdout = args.out.as_os_str() == "-";
+    // With `--out -` stdout is the YAML stream, so diagnostics go to stderr. With an output
+    // folder a machine-readable document goes to stdout, as `check`'s does (a CI step redirects
+    // it to the file it uploads); human reports stay on stderr beside the summary of what was
+    // written. A machine-readable format gets exactly one document, also when the command
+    // cannot run.
+    let report = |text: &str| {
+        if to_stdout || format == Format::Human {
+            eprint!("{text}");
+        } else {
+            print_stdout(text);
+        }
+    };
     let (sources, checked) = match load_and_check(&args.policy.dir) {
         Ok(loaded) => loaded,
         Err(e) if format != Format::Human => {
-            eprint!("{}", failure_document(format, &args.policy.dir, &e));
+            report(&failure_document(format, &args.policy.dir, &e));
             return Ok(EXIT_FAILURE);
         }
         Err(e) => return Err(e),
@@ -280,14 +290,14 @@ fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
     let status = status_of(&checked, args.policy.deny_warnings);
     let diagnostics = &checked.diagnostics;
     let (Some(policy), EXIT_OK) = (&checked.policy, status) else {
-        eprint!("{}", render(format, diagnostics, &sources));
+        report(&render(format, diagnostics, &sources));
         if denied(&checked, args.policy.deny_warnings) && format == Format::Human {
             eprintln!("{}", denied_sentence(&checked));
         }
         return Ok(EXIT_PROBLEMS);
     };
     let artifacts = Artifacts::new(policy, crate::git::source_info(&args.policy.dir));
-    let written = if args.out.as_os_str() == "-" {
+    let written = if to_stdout {
         artifacts
             .objects_yaml()
             .map(|yaml| print_stdout(&yaml))
@@ -297,9 +307,9 @@ fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
     };
     match written {
         Ok(()) if diagnostics.is_empty() && format == Format::Human => {}
-        Ok(()) => eprint!("{}", render(format, diagnostics, &sources)),
+        Ok(()) => report(&render(format, diagnostics, &sources)),
         Err(e) if format == Format::Human => {
-            eprint!("{}", render(format, diagnostics, &sources));
+            report(&render(format, diagnostics, &sources));
             return Err(e);
         }
         Err(e) => {
@@ -308,14 +318,16 @@ fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
             let out = sources.push(SourceFile::new(source::display_path(&args.out), ""));
             let mut all = diagnostics.clone();
             all.push(
-                Diagnostic::error(Code::CannotRun, e.to_string(), Label::new(out, 0, 0))
-                    .with_help("check that the output folder can be written; nothing was replaced"),
+                Diagnostic::error(Code::CannotRun, e.to_string(), Label::new(out, 0, 0)).with_help(
+                    "check that the output folder and its files can be written; the outputs \
+                         there were left as they were",
+                ),
             );
-            eprint!("{}", render(format, &all, &sources));
+            report(&render(format, &all, &sources));
             return Ok(EXIT_FAILURE);
         }
     }
-    if args.out.as_os_str() == "-" {
+    if to_stdout {
         return Ok(EXIT_OK);
     }
     if format == Format::Human {
@@ -357,8 +369,39 @@ fn schema_command(args: &SchemaArgs) -> Result<u8, CliError> {
     Ok(EXIT_OK)
 }
 
-/// Writes to stdout, ignoring a closed pipe (`kai-policy check | head` must not panic).
-fn print_stdout(text: &str) {
+/// Why standard output could not be written, once a write to it failed.
+static STDOUT_FAILURE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Writes to stdout. A closed pipe is fine (`kai-policy check | head` must not fail), but any
+/// other failure (a full disk behind `> out.yaml`) is remembered: the command then exits 2
+/// ([`finish`]), so a script never takes a truncated or empty file for the output.
+pub fn print_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            let mut failure = STDOUT_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
+            failure.get_or_insert_with(|| e.to_string());
+        }
+        _ => {}
+    }
+}
+
+/// The exit status of a command that returned `status`, once its output is known to be
+/// whole: a failed write to stdout turns it into 2 with the reason on stderr. Both binaries
+/// end every command through it.
+pub fn finish(status: u8) -> u8 {
+    let failure = STDOUT_FAILURE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    match failure {
+        Some(why) => {
+            eprintln!(
+                "error: cannot write to standard output: {why}; what was printed is incomplete. \
+                 Make room where the output goes (is the disk full?), or write to a file elsewhere"
+            );
+            EXIT_FAILURE
+        }
+        None => status,
+    }
 }

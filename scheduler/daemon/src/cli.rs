@@ -4,12 +4,13 @@
 //! (bad flags, an unreadable policy folder, an unreadable or invalid cluster file or compiled
 //! config, a daemon that cannot start or stops on a fatal error).
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use k8s_openapi::jiff::Timestamp;
 use kai_policy_compiler::check;
+use kai_policy_compiler::cli::print_stdout;
 use kai_policy_compiler::diagnostics::{self, HumanStyle};
 use kai_policy_compiler::lower::config;
 use kai_policy_compiler::model::Policy;
@@ -191,13 +192,13 @@ pub fn run() -> u8 {
             EXIT_OK
         }),
     };
-    match result {
+    kai_policy_compiler::cli::finish(match result {
         Ok(status) => status,
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILURE
         }
-    }
+    })
 }
 
 /// `kai-scheduler bench`'s flags (the bench itself, [`BenchArgs`], lives in the library).
@@ -607,10 +608,4 @@ fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
         Format::Json => simulate::render_json(&sim, policy),
     });
     Ok(EXIT_OK)
-}
-
-/// Writes to stdout, ignoring a closed pipe (`kai-scheduler simulate … | head`).
-fn print_stdout(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
