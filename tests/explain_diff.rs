@@ -699,6 +699,40 @@ fn comments_layout_and_moving_a_queue_between_files_change_nothing() {
     }
 }
 
+/// Declaration order breaks ties (fair share's leftover pass, the scheduler's queue order), and
+/// files are read in path order: a queue moved to a file read later comes after its siblings,
+/// which changes meaning, so `diff` names it instead of showing only reordered objects.
+#[test]
+fn moving_a_queue_after_its_siblings_is_named_as_a_change_of_order() {
+    let dir = repo_with_example();
+    std::fs::rename(
+        dir.path().join("policies/teams/llm.kdl"),
+        dir.path().join("policies/zz-llm.kdl"),
+    )
+    .unwrap();
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD", "--format", "json"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["changed"], serde_json::json!([]), "{doc}");
+    assert_eq!(
+        doc["changes"],
+        serde_json::json!([{
+            "subject": "queue",
+            "name": "research",
+            "what": "order of its queues",
+            "old": "llm-team, vision-team",
+            "new": "vision-team, llm-team",
+            "delta": null
+        }]),
+        "{doc}"
+    );
+    let summary = doc["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("the order of the queues under research changed"),
+        "{summary}"
+    );
+}
+
 /// At a revision, symbolic links are followed as in the working tree (Git stores a link as a
 /// blob holding its target, which is not KDL): the two sides read the same policy.
 #[cfg(unix)]

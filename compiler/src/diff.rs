@@ -270,6 +270,8 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
             changes.push(Change::queue(&bq.name, "queue", Some(text("exists")), None));
         }
     }
+    let reordered = order_changes(base.policy, head.policy);
+    changes.extend(reordered.iter().cloned());
     let policy_wide = settings::changes(base.policy, head.policy);
     changes.extend(policy_wide.iter().cloned());
     let objects = |side: &Side| Artifacts::new(side.policy, SourceInfo::default()).objects_yaml();
@@ -284,6 +286,21 @@ pub fn compare(base: &Side, head: &Side) -> Result<PolicyDiff, RenderError> {
             .to_string()
     };
     let mut summary = summary(&changed, &added, &removed, &quota_moves);
+    if !reordered.is_empty() {
+        let under: Vec<&str> = reordered
+            .iter()
+            .map(|c| match c.subject {
+                Subject::Cluster => "the top level",
+                _ => c.name.as_str(),
+            })
+            .collect();
+        let _ = write!(
+            summary,
+            "; the order of the queues under {} changed (of two queues that tie, in fair share \
+             or in the scheduler's queue order, the one declared first goes first)",
+            under.join(", ")
+        );
+    }
     if let Some(plan) = settings::plan(&policy_wide) {
         let _ = write!(summary, "; {plan}");
     }
@@ -420,6 +437,45 @@ impl QueuePair<'_> {
             push(&format!("label {key}"), value(bq), value(hq));
         }
     }
+}
+
+/// The queues whose children (or, for the top level, whose top-level queues) come in another
+/// order, counting only queues on both sides under the same parent: declaration order breaks
+/// ties, so moving a queue to a file read earlier or later is a change of meaning, not of
+/// layout. One row per parent, and a cluster row for the top level.
+fn order_changes(base: &Policy, head: &Policy) -> Vec<Change> {
+    let children = |policy: &Policy, parent: Option<&str>| -> Vec<String> {
+        policy
+            .queues
+            .iter()
+            .filter(|q| q.parent.map(|p| policy.queues[p].name.as_str()) == parent)
+            .map(|q| q.name.clone())
+            .collect()
+    };
+    let parents = std::iter::once(None).chain(head.queues.iter().map(|q| Some(q.name.as_str())));
+    let mut rows = Vec::new();
+    for parent in parents {
+        let (old, new) = (children(base, parent), children(head, parent));
+        let old: Vec<&String> = old.iter().filter(|n| new.contains(n)).collect();
+        let new: Vec<&String> = new.iter().filter(|n| old.contains(n)).collect();
+        if old == new {
+            continue;
+        }
+        let list = |v: &[&String]| v.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
+        let (old, new) = (Some(text(list(&old))), Some(text(list(&new))));
+        rows.push(match parent {
+            Some(parent) => Change::queue(parent, "order of its queues", old, new),
+            None => Change {
+                subject: Subject::Cluster,
+                name: String::new(),
+                what: "order of the top-level queues".to_string(),
+                old,
+                new,
+                delta: None,
+            },
+        });
+    }
+    rows
 }
 
 fn name_index(policy: &Policy) -> std::collections::HashMap<&str, usize> {
