@@ -181,6 +181,9 @@ pub enum Reason {
         label: String,
         /// Pods of the gang.
         pods: u32,
+        /// Schedulable nodes that carry the topology's labels: none means no domain exists at
+        /// all, which a label on the nodes mends, not room.
+        labelled_nodes: u32,
     },
     /// The gang has fewer pods than `minMember`.
     GangIncomplete {
@@ -293,7 +296,19 @@ impl fmt::Display for Reason {
                 f,
                 "needs {needs} on one node; the largest node it may use has {largest}"
             ),
-            Reason::NoTopologyDomain { label, pods } => write!(
+            Reason::NoTopologyDomain {
+                label,
+                labelled_nodes: 0,
+                ..
+            } => write!(
+                f,
+                "no schedulable node carries the {label} label of the required topology, so it has no domain: label the nodes, or change the placement's topology"
+            ),
+            Reason::NoTopologyDomain { label, pods: 1, .. } => write!(
+                f,
+                "no single {label} domain has room for the pod (required topology)"
+            ),
+            Reason::NoTopologyDomain { label, pods, .. } => write!(
                 f,
                 "no single {label} domain has room for all {pods} pods of the gang (required topology)"
             ),

@@ -141,6 +141,7 @@ fn place(
     let held = topology::held_domains(snapshot, &constraint, plan.job_pods, pods);
     let found = topology::domains(state, snapshot, &constraint, pods, None, held.as_ref());
     let scores = found.scores.as_ref();
+    let labelled_nodes = found.labelled as u32;
     let mut last = None;
     for nodes in found.tries {
         let members: HashSet<usize> = nodes.into_iter().collect();
@@ -158,6 +159,7 @@ fn place(
         (required, _) => Reason::NoTopologyDomain {
             label: required.or(plan.preferred).unwrap_or_default().to_string(),
             pods: pods.len() as u32,
+            labelled_nodes,
         },
     })
 }
@@ -246,14 +248,19 @@ impl PartSearch<'_> {
         let outer: Option<Rc<HashSet<usize>>> = part.parent.and_then(|up| self.chosen[up].clone());
         let outer = outer.as_deref().or(self.outer);
         // The part's own domains (KAI's, inside the outer one), or the outer domain as it is.
-        let (tries, own_scores) =
+        let (tries, own_scores, labelled) =
             match Constraint::new(self.snapshot, part.topology, part.required, part.preferred) {
                 Some(c) => {
                     let found =
                         topology::domains(state, self.snapshot, &c, &self.subtrees[i], outer, None);
-                    (found.tries.into_iter().map(Some).collect(), found.scores)
+                    let labelled = found.labelled;
+                    (
+                        found.tries.into_iter().map(Some).collect(),
+                        found.scores,
+                        labelled,
+                    )
                 }
-                None => (vec![None], None),
+                None => (vec![None], None, state.len()),
             };
         let scores = own_scores.as_ref().or(self.scores);
         let mut own_failure = None;
@@ -302,6 +309,7 @@ impl PartSearch<'_> {
                 (Some(label), _) => Some(Reason::NoTopologyDomain {
                     label: label.to_string(),
                     pods: order.len() as u32,
+                    labelled_nodes: labelled as u32,
                 }),
                 (None, reason) => reason,
             })

@@ -1217,8 +1217,40 @@ fn a_required_topology_keeps_a_gang_in_one_domain_or_says_none_is_big_enough() {
         pending_reason(&r, "a/g"),
         &Reason::NoTopologyDomain {
             label: "clique".into(),
-            pods: 3
+            pods: 3,
+            labelled_nodes: 2
         }
+    );
+
+    // Nodes without the label form no domain at all: the reason says to label them, not that
+    // room is short (one 8-GPU pod on an unlabelled 8-GPU node).
+    let (pods, group) = gang("a", "g", 1, 8, 1);
+    let r = cycle(
+        &p,
+        &Snapshot {
+            topologies: Vec::new(),
+            dra: Default::default(),
+            numa_ignore: Default::default(),
+            priority_classes: Default::default(),
+            nodes: vec![node("plain", 8)],
+            pods,
+            groups: vec![group],
+        },
+        0,
+    );
+    let reason = pending_reason(&r, "a/g");
+    assert_eq!(
+        reason,
+        &Reason::NoTopologyDomain {
+            label: "clique".into(),
+            pods: 1,
+            labelled_nodes: 0
+        }
+    );
+    assert_eq!(
+        reason.to_string(),
+        "no schedulable node carries the clique label of the required topology, so it has no \
+         domain: label the nodes, or change the placement's topology"
     );
 }
 

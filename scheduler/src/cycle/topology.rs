@@ -65,6 +65,8 @@ pub struct Domains {
     pub tries: Vec<Vec<usize>>,
     /// Each node's preferred-level score, when the constraint has a preferred level.
     pub scores: Option<HashMap<usize, u32>>,
+    /// How many schedulable nodes (of those allowed) carry every level's label.
+    pub labelled: usize,
 }
 
 /// One domain of the tree.
@@ -269,7 +271,11 @@ pub fn domains(
         }
         scores
     });
-    Domains { tries, scores }
+    Domains {
+        tries,
+        scores,
+        labelled: valid.len(),
+    }
 }
 
 fn add(domain: &mut Domain, node: usize, room: &Amounts, pods: i64) {
