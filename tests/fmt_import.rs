@@ -348,6 +348,35 @@ fn an_import_that_would_not_pass_check_exits_0_and_says_loudly_why() {
     );
 }
 
+/// The README: "Text from policy files is printed with control characters escaped (`\u{1b}`)".
+/// The input's text reaches `import`'s notes and errors too.
+#[test]
+fn import_notes_and_errors_escape_control_characters() {
+    let yaml = "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: \"a\\u001b[31mred\"}\nspec:\n  resources:\n    gpu: {quota: 5, limit: -1, overQuotaWeight: 1}\n";
+    let run = run_binary(
+        "kai-policy",
+        &repo_root(),
+        &["import", "-"],
+        Some(yaml.as_bytes()),
+    );
+    assert!(run.stderr.contains("note: "), "{run:?}");
+    assert!(!run.stderr.contains('\u{1b}'), "{:?}", run.stderr);
+    assert!(!run.stdout.contains('\u{1b}'), "{:?}", run.stdout);
+    assert!(run.stderr.contains("a\\u{1b}[31mred"), "{}", run.stderr);
+
+    // An error names the object the same way.
+    let bad = yaml.replace("quota: 5", "quota: lots");
+    let run = run_binary(
+        "kai-policy",
+        &repo_root(),
+        &["import", "-"],
+        Some(bad.as_bytes()),
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(!run.stderr.contains('\u{1b}'), "{:?}", run.stderr);
+    assert!(run.stderr.contains("a\\u{1b}[31mred"), "{}", run.stderr);
+}
+
 /// serde-saphyr's default budget stopped at 1,024 documents; a cluster has more queues.
 #[test]
 fn import_takes_thousands_of_queue_documents() {

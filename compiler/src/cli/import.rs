@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{CliError, EXIT_FAILURE, EXIT_OK, print_stdout};
 use crate::check;
-use crate::diagnostics::{self, HumanStyle, Summary};
+use crate::diagnostics::{self, HumanStyle, Summary, escape_controls};
 use crate::import;
 use crate::source::{SourceFile, SourceSet};
 
@@ -46,15 +46,16 @@ pub fn run(args: &ImportArgs) -> Result<u8, CliError> {
         .collect();
     match import::import(&inputs) {
         Ok(imported) => {
+            // Notes and errors quote the input's names, which may hold terminal controls.
             for note in &imported.notes {
-                eprintln!("note: {note}");
+                eprintln!("note: {}", escape_controls(note));
             }
             print_stdout(&imported.kdl);
             verdict(&imported.kdl);
             Ok(EXIT_OK)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", escape_controls(&e.to_string()));
             Ok(EXIT_FAILURE)
         }
     }
