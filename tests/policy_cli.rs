@@ -580,3 +580,43 @@ fn silent_traps_are_reported_with_the_likely_intent() {
         );
     }
 }
+
+/// docs/diagnostics.md: every problem has "a help line that says how to fix it", and KP0000 says
+/// to check the path and its permissions. The JSON form has that help; the human form printed
+/// only `error: cannot read …`. It prints the same help now.
+#[test]
+fn a_command_that_cannot_run_says_how_to_fix_it_in_human_form_too() {
+    let dir = temp();
+    let json = kai_policy(dir.path(), &["check", "nonexistent", "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    let help = doc["diagnostics"][0]["help"]
+        .as_str()
+        .expect("a help")
+        .to_string();
+
+    let run = kai_policy(dir.path(), &["check", "nonexistent"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.starts_with("error: cannot read nonexistent: "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!("\nhelp: {help}\n")),
+        "{}",
+        run.stderr
+    );
+
+    // `--out` must be a folder: a file in its place is said, with what to do.
+    copy_example(dir.path());
+    std::fs::write(dir.path().join("afile"), "").unwrap();
+    let run = kai_policy(dir.path(), &["build", "--out", "afile"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("error: cannot write afile"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("\nhelp: "), "{}", run.stderr);
+    assert!(run.stderr.contains("--out"), "{}", run.stderr);
+}

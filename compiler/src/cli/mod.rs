@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::check::{self, Checked};
-use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label, Summary};
+use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label, Summary, escape_controls};
 use crate::lower::Artifacts;
 use crate::source::{self, FileId, SourceFile, SourceSet};
 
@@ -140,6 +140,35 @@ pub enum CliError {
     Render(#[from] crate::lower::RenderError),
 }
 
+impl CliError {
+    /// How to fix it: the help line of its KP0000 diagnostic, in every format.
+    pub fn help(&self) -> &'static str {
+        match self {
+            CliError::Load(_) => {
+                "check the path and its permissions; the policy itself was not checked"
+            }
+            CliError::Read { .. } => "check the path and its permissions",
+            CliError::Write { .. } => {
+                "check that the path can be written (permissions, free space) and that no file \
+                 stands where a folder is needed: `--out` names a folder, created if missing"
+            }
+            CliError::Render(_) => {
+                "this is a bug in kai-policy: please report it with the policy that causes it"
+            }
+        }
+    }
+}
+
+/// What stderr says when a command could not run: the error, then how to fix it (the human form
+/// of its KP0000 diagnostic).
+fn human_failure(message: &str, help: &str) -> String {
+    format!(
+        "error: {}\nhelp: {}\n",
+        escape_controls(message),
+        escape_controls(help)
+    )
+}
+
 /// Parses a command line, or returns the exit status once clap has printed why it will not run
 /// (`--help` and `--version` exit 0, bad flags 2). Both binaries parse through it.
 pub fn parse_args<T: Parser>() -> Result<T, u8> {
@@ -172,7 +201,7 @@ pub fn run() -> u8 {
     match result {
         Ok(status) => status,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprint!("{}", human_failure(&e.to_string(), e.help()));
             EXIT_FAILURE
         }
     }
@@ -243,7 +272,7 @@ fn failure_document(format: Format, path: &Path, error: &CliError) -> String {
         error.to_string(),
         Label::new(FileId(0), 0, 0),
     )
-    .with_help("check the path and its permissions; the policy itself was not checked");
+    .with_help(error.help());
     render(format, &[d], &sources)
 }
 
@@ -252,7 +281,7 @@ fn check_command(args: &PolicyArgs) -> Result<u8, CliError> {
         Ok(loaded) => loaded,
         Err(e) if args.format != Format::Human => {
             print_stdout(&failure_document(args.format, &args.dir, &e));
-            eprintln!("error: {e}");
+            eprint!("{}", human_failure(&e.to_string(), e.help()));
             return Ok(EXIT_FAILURE);
         }
         Err(e) => return Err(e),
