@@ -141,6 +141,16 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// The path the error is about, when it names one: what a KP0000 diagnostic points at.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            CliError::Load(source::LoadError::Io { path, .. } | source::LoadError::Empty(path))
+            | CliError::Read { path, .. }
+            | CliError::Write { path, .. } => Some(path),
+            CliError::Render(_) => None,
+        }
+    }
+
     /// How to fix it: the help line of its KP0000 diagnostic, in every format.
     pub fn help(&self) -> &'static str {
         match self {
@@ -261,10 +271,11 @@ fn denied_sentence(checked: &Checked) -> String {
 }
 
 /// A command error (exit 2) as one diagnostic of the chosen machine-readable format, naming the
-/// path it is about, so a CI step that uploads the output always gets a valid document.
+/// path it is about (the one the error names, such as an unreadable folder inside the policy,
+/// else `path`), so a CI step that uploads the output always gets a valid document.
 fn failure_document(format: Format, path: &Path, error: &CliError) -> String {
     let sources = SourceSet::new(vec![SourceFile::new(
-        source::display_path(path),
+        source::display_path(error.path().unwrap_or(path)),
         String::new(),
     )]);
     let d = Diagnostic::error(
@@ -390,4 +401,31 @@ fn schema_command(args: &SchemaArgs) -> Result<u8, CliError> {
 fn print_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The end-to-end test needs a user that permissions bind (root ignores them); this holds
+    /// wherever the tests run: the document names the path the error names, not the root given.
+    #[test]
+    fn a_failure_names_the_path_that_could_not_be_read() {
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        for locked in ["ud2/a/b", "ud2/teams/llm.kdl"] {
+            let e = CliError::Load(source::LoadError::Io {
+                path: PathBuf::from(locked),
+                source: denied(),
+            });
+            let doc: serde_json::Value =
+                serde_json::from_str(&failure_document(Format::Json, Path::new("ud2"), &e))
+                    .unwrap();
+            assert_eq!(doc["diagnostics"][0]["file"], locked);
+            let message = doc["diagnostics"][0]["message"].as_str().unwrap();
+            assert!(
+                message.starts_with(&format!("cannot read {locked}: ")),
+                "{message}"
+            );
+        }
+    }
 }
