@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::check::{self, Checked};
 use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label, Summary, escape_controls};
 use crate::lower::Artifacts;
-use crate::source::{self, FileId, SourceFile, SourceSet};
+use crate::source::{self, SourceFile, SourceSet};
 
 /// Exit status: success (no errors; or, for `diff`, no change).
 pub const EXIT_OK: u8 = 0;
@@ -179,6 +179,112 @@ fn human_failure(message: &str, help: &str) -> String {
     )
 }
 
+/// Why a command could not run (KP0000), about the files it names. A report command (`explain`,
+/// `diff`, `kai-scheduler simulate`) prints it in place of its report, so that a script reading
+/// stdout always gets one valid document, as `check` prints.
+#[derive(Debug, Default)]
+pub struct CannotRun {
+    sources: SourceSet,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl CannotRun {
+    /// A command error, naming its own path or else `path`.
+    pub fn of_error(path: &Path, error: &CliError) -> Self {
+        let mut failure = Self::default();
+        failure.add_error(path, error);
+        failure
+    }
+
+    /// Adds a failure about `file`, at its first line.
+    pub fn add(&mut self, file: &str, message: impl Into<String>, help: &str) -> &mut Self {
+        self.add_at(file, "", None, message, help)
+    }
+
+    /// Adds a failure about `file` (whose text is `text`), at `line` when it is known.
+    pub fn add_at(
+        &mut self,
+        file: &str,
+        text: &str,
+        line: Option<usize>,
+        message: impl Into<String>,
+        help: &str,
+    ) -> &mut Self {
+        // The text only places the line; a file without a known line needs none of it.
+        let (text, offset) = match line {
+            Some(line) => {
+                let offset = text
+                    .split_inclusive('\n')
+                    .take(line.saturating_sub(1))
+                    .map(str::len)
+                    .sum();
+                (text, offset)
+            }
+            None => ("", 0),
+        };
+        let id = self.sources.push(SourceFile::new(file, text));
+        self.diagnostics.push(
+            Diagnostic::error(Code::CannotRun, message, Label::new(id, offset, 0)).with_help(help),
+        );
+        self
+    }
+
+    /// Adds a command error, naming its own path or else `path`.
+    pub fn add_error(&mut self, path: &Path, error: &CliError) -> &mut Self {
+        let file = source::display_path(error.path().unwrap_or(path));
+        self.add(&file, error.to_string(), error.help())
+    }
+
+    /// The failures as stderr shows them: each error, then each way to fix them (once).
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let mut helps: Vec<&str> = Vec::new();
+        for d in &self.diagnostics {
+            out.push_str(&format!("error: {}\n", escape_controls(&d.message)));
+            if let Some(help) = d.help.as_deref().filter(|h| !helps.contains(h)) {
+                helps.push(help);
+            }
+        }
+        for help in helps {
+            out.push_str(&format!("help: {}\n", escape_controls(help)));
+        }
+        out
+    }
+
+    /// The failures as one document of a machine-readable `format`.
+    pub fn render(&self, format: Format) -> String {
+        render(format, &self.diagnostics, &self.sources)
+    }
+
+    /// The failures as one JSON document (`check --format json`'s shape).
+    pub fn json(&self) -> String {
+        self.render(Format::Json)
+    }
+}
+
+/// A report command's pull-request comment when it has no report: a headline, and the text the
+/// terminal shows in a code block (fenced longer than any run of backticks in it, so policy
+/// text cannot end the block).
+fn markdown_failure(headline: &str, body: &str) -> String {
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let body = body.trim_end_matches('\n');
+    format!("**kai-policy:** {headline}\n\n{fence}text\n{body}\n{fence}\n")
+}
+
+/// Prints a report command's failure in `format` (the human text to stderr, a machine-readable
+/// document or a comment to stdout) and returns its exit status.
+fn report_cannot_run(format: ReportFormat, headline: &str, failure: &CannotRun) -> u8 {
+    let human = failure.human();
+    eprint!("{human}");
+    match format {
+        ReportFormat::Human => {}
+        ReportFormat::Json => print_stdout(&failure.json()),
+        ReportFormat::Markdown => print_stdout(&markdown_failure(headline, &human)),
+    }
+    EXIT_FAILURE
+}
+
 /// Parses a command line, or returns the exit status once clap has printed why it will not run
 /// (`--help` and `--version` exit 0, bad flags 2). Both binaries parse through it.
 pub fn parse_args<T: Parser>() -> Result<T, u8> {
@@ -274,17 +380,7 @@ fn denied_sentence(checked: &Checked) -> String {
 /// path it is about (the one the error names, such as an unreadable folder inside the policy,
 /// else `path`), so a CI step that uploads the output always gets a valid document.
 fn failure_document(format: Format, path: &Path, error: &CliError) -> String {
-    let sources = SourceSet::new(vec![SourceFile::new(
-        source::display_path(error.path().unwrap_or(path)),
-        String::new(),
-    )]);
-    let d = Diagnostic::error(
-        Code::CannotRun,
-        error.to_string(),
-        Label::new(FileId(0), 0, 0),
-    )
-    .with_help(error.help());
-    render(format, &[d], &sources)
+    CannotRun::of_error(path, error).render(format)
 }
 
 fn check_command(args: &PolicyArgs) -> Result<u8, CliError> {
@@ -427,5 +523,12 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn a_markdown_failure_keeps_policy_text_inside_its_code_block() {
+        let comment = markdown_failure("no fair share was computed", "error: ```` `x`\n");
+        assert!(comment.starts_with("**kai-policy:** no fair share was computed\n\n`````text\n"));
+        assert!(comment.ends_with("\n`````\n"), "{comment}");
     }
 }
