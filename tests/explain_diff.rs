@@ -767,3 +767,196 @@ fn diff_follows_symlinked_files_and_folders_at_a_revision() {
     assert_eq!(run.status, 1, "{run:?}");
     assert!(run.stdout.contains("llm-team"), "{}", run.stdout);
 }
+
+/// Parses what a command printed as exactly one JSON document (trailing text fails the parse).
+fn one_document(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {run:?}"))
+}
+
+/// cli.md: `--format json` prints one JSON document; the README: "always print exactly one
+/// valid document — also when the command cannot run". So a failed `explain` prints one too: the
+/// policy's diagnostics as `check --format json` prints them (exit 1, as `check`), or why it
+/// could not run as KP0000 naming the path it could not use (exit 2). The human report stays on
+/// stderr.
+#[test]
+fn explain_json_is_one_document_also_when_it_fails() {
+    let dir = temp();
+    copy_example(dir.path());
+    write_files(
+        dir.path(),
+        &[
+            (
+                "bad/a.kdl",
+                "queue \"a\" {\n    gpu quota=-3\n    namespaces \"a\"\n}\n",
+            ),
+            (
+                "sc.yaml",
+                "demand:\n  llm-team: {gpu: 1}\n  nosuch: {gpu: 2}\n",
+            ),
+        ],
+    );
+    let run = kai_policy(dir.path(), &["explain", "bad", "--format", "json"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let doc = one_document(&run);
+    assert_eq!(doc["diagnostics"][0]["code"], "KP0011", "{doc}");
+    assert_eq!(doc["diagnostics"][0]["file"], "bad/a.kdl");
+    assert_eq!(doc["diagnostics"][0]["line"], 2);
+    assert_eq!(doc["summary"]["errors"], 1);
+    assert!(run.stderr.contains("KP0011"), "{}", run.stderr);
+
+    for (args, file) in [
+        (
+            &["explain", "no-such-folder", "--format", "json"][..],
+            "no-such-folder",
+        ),
+        (
+            &["explain", "--scenario", "nope.yaml", "--format", "json"][..],
+            "nope.yaml",
+        ),
+    ] {
+        let run = kai_policy(dir.path(), args);
+        assert_eq!(run.status, 2, "{run:?}");
+        let doc = one_document(&run);
+        assert_eq!(
+            doc["diagnostics"].as_array().map(Vec::len),
+            Some(1),
+            "{doc}"
+        );
+        assert_eq!(doc["diagnostics"][0]["code"], "KP0000");
+        assert_eq!(doc["diagnostics"][0]["file"], file);
+        assert!(doc["diagnostics"][0]["help"].is_string(), "{doc}");
+        assert!(
+            run.stderr.contains(&format!("error: cannot read {file}")),
+            "{}",
+            run.stderr
+        );
+    }
+
+    // A scenario that does not fit the policy: KP0000 at the line that names the queue.
+    let run = kai_policy(
+        dir.path(),
+        &["explain", "--scenario", "sc.yaml", "--format", "json"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    let doc = one_document(&run);
+    let d = &doc["diagnostics"][0];
+    assert_eq!(d["code"], "KP0000", "{doc}");
+    assert_eq!((&d["file"], &d["line"]), (&"sc.yaml".into(), &3.into()));
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("no queue is named \"nosuch\""),
+        "{doc}"
+    );
+    assert!(run.stderr.contains("no queue is named"), "{}", run.stderr);
+}
+
+/// `--format markdown` is a pull-request comment: when `explain` or `diff` fails, the comment
+/// says so and carries the diagnostics as the terminal shows them (a CI step that posts whatever
+/// stdout holds never posts an empty comment), and the exit status is that of the failure.
+#[test]
+fn a_failure_in_markdown_is_a_comment_that_says_what_is_wrong() {
+    let dir = temp();
+    write_files(
+        dir.path(),
+        &[(
+            "bad/a.kdl",
+            "queue \"a\" {\n    gpu quota=-3\n    namespaces \"a\"\n}\n",
+        )],
+    );
+    let run = kai_policy(dir.path(), &["explain", "bad", "--format", "markdown"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(run.stdout.starts_with("**kai-policy:** "), "{}", run.stdout);
+    assert!(run.stdout.contains("KP0011"), "{}", run.stdout);
+    assert!(run.stdout.contains("bad/a.kdl:2:"), "{}", run.stdout);
+
+    let run = kai_policy(
+        dir.path(),
+        &["explain", "no-such-folder", "--format", "markdown"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stdout.starts_with("**kai-policy:** "), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("cannot read no-such-folder"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// As `explain`: `diff --format json` prints one JSON document also when it fails (always exit
+/// 2 for `diff`). A revision that does not compile gives its diagnostics (file and line at that
+/// revision) and a KP0000 that names the revision, so the document says which side failed.
+#[test]
+fn diff_json_is_one_document_also_when_it_fails() {
+    let dir = repo_with_example();
+    let run = kai_policy(
+        dir.path(),
+        &["diff", "--base", "no-such-branch", "--format", "json"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    let doc = one_document(&run);
+    let d = &doc["diagnostics"][0];
+    assert_eq!(d["code"], "KP0000", "{doc}");
+    assert_eq!(d["file"], "policies");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown revision `no-such-branch`"),
+        "{doc}"
+    );
+    assert!(
+        run.stderr.contains("unknown revision `no-such-branch`"),
+        "{}",
+        run.stderr
+    );
+
+    edit(
+        dir.path(),
+        "policies/teams/llm.kdl",
+        "gpu quota=30",
+        "gpu quota=thirty",
+    );
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD", "--format", "json"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    let doc = one_document(&run);
+    let all = doc["diagnostics"].as_array().unwrap();
+    assert!(
+        all.iter().any(|d| d["code"] != "KP0000"
+            && d["file"] == "policies/teams/llm.kdl"
+            && d["line"] == 3),
+        "{doc}"
+    );
+    assert!(
+        all.iter().any(|d| d["code"] == "KP0000"
+            && d["message"]
+                .as_str()
+                .unwrap()
+                .contains("the policy at working tree does not compile")),
+        "{doc}"
+    );
+    assert!(run.stderr.contains("does not compile"), "{}", run.stderr);
+
+    let run = kai_policy(
+        dir.path(),
+        &["diff", "--base", "HEAD", "--format", "markdown"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stdout.starts_with("**kai-policy:** "), "{}", run.stdout);
+    assert!(run.stdout.contains("does not compile"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("policies/teams/llm.kdl:3:"),
+        "{}",
+        run.stdout
+    );
+
+    let outside = temp();
+    let run = kai_policy(
+        outside.path(),
+        &["diff", "--base", "main", "--format", "json"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert_eq!(one_document(&run)["diagnostics"][0]["code"], "KP0000");
+}

@@ -759,3 +759,108 @@ fn silent_traps_are_reported_with_the_likely_intent() {
         );
     }
 }
+
+/// docs/diagnostics.md: KP0000 names "the path" that could not be read. A folder deep inside the
+/// policy that cannot be read is that folder, not the policy root (`cannot read ud2` sent the
+/// user to the wrong place), and an unreadable file is the `file` of the diagnostic, so a GitHub
+/// or SARIF annotation lands on it.
+#[test]
+fn an_unreadable_folder_or_file_is_named_not_the_policy_root() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = temp();
+    copy_example(dir.path());
+    let cluster = std::fs::read_to_string(dir.path().join("policies/cluster.kdl")).unwrap();
+    let llm = std::fs::read_to_string(dir.path().join("policies/teams/llm.kdl")).unwrap();
+    write_files(
+        dir.path(),
+        &[("ud2/cluster.kdl", &cluster), ("ud2/a/b/llm.kdl", &llm)],
+    );
+    let mode = |path: &str, mode: u32| {
+        std::fs::set_permissions(dir.path().join(path), std::fs::Permissions::from_mode(mode))
+            .unwrap();
+    };
+    mode("ud2/a/b", 0o000);
+    mode("policies/teams/llm.kdl", 0o000);
+    // Unlocked again at the end, so that a user other than root can remove the folder.
+    let unlock = || {
+        mode("ud2/a/b", 0o755);
+        mode("policies/teams/llm.kdl", 0o644);
+    };
+
+    let Some(run) = kai_policy_unprivileged(dir.path(), &["check", "ud2", "--format", "json"])
+    else {
+        eprintln!("skipped: no user that file permissions apply to (root without setpriv)");
+        unlock();
+        return;
+    };
+    assert_eq!(run.status, 2, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stdout).expect("one JSON document");
+    let d = &doc["diagnostics"][0];
+    assert_eq!(d["code"], "KP0000", "{doc}");
+    assert_eq!(d["file"], "ud2/a/b", "{doc}");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot read ud2/a/b: "),
+        "{doc}"
+    );
+    let run = kai_policy_unprivileged(dir.path(), &["check", "ud2"]).unwrap();
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.starts_with("error: cannot read ud2/a/b: "),
+        "{}",
+        run.stderr
+    );
+
+    let run =
+        kai_policy_unprivileged(dir.path(), &["check", "policies", "--format", "github"]).unwrap();
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with("::error file=policies/teams/llm.kdl,line=1,col=1,"),
+        "{}",
+        run.stdout
+    );
+    unlock();
+}
+
+/// docs/diagnostics.md: every problem has "a help line that says how to fix it", and KP0000 says
+/// to check the path and its permissions. The JSON form has that help; the human form printed
+/// only `error: cannot read …`. It prints the same help now.
+#[test]
+fn a_command_that_cannot_run_says_how_to_fix_it_in_human_form_too() {
+    let dir = temp();
+    let json = kai_policy(dir.path(), &["check", "nonexistent", "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    let help = doc["diagnostics"][0]["help"]
+        .as_str()
+        .expect("a help")
+        .to_string();
+
+    let run = kai_policy(dir.path(), &["check", "nonexistent"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.starts_with("error: cannot read nonexistent: "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!("\nhelp: {help}\n")),
+        "{}",
+        run.stderr
+    );
+
+    // `--out` must be a folder: a file in its place is said, with what to do.
+    copy_example(dir.path());
+    std::fs::write(dir.path().join("afile"), "").unwrap();
+    let run = kai_policy(dir.path(), &["build", "--out", "afile"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("error: cannot write afile"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("\nhelp: "), "{}", run.stderr);
+    assert!(run.stderr.contains("--out"), "{}", run.stderr);
+}

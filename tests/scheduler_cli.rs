@@ -357,3 +357,59 @@ fn the_compiled_config_and_the_policy_folder_give_identical_decisions() {
         "--config and --policy exclude each other: {both:?}"
     );
 }
+
+/// cli.md: `simulate --format json` prints one JSON document; the README promises one valid
+/// document also when the command cannot run. So a failed run prints one too: the policy's
+/// diagnostics as `kai-policy check --format json` prints them (exit 1), or why it could not
+/// run as KP0000 naming the path (exit 2). The human messages stay on stderr.
+#[test]
+fn simulate_json_is_one_document_also_when_it_fails() {
+    let dir = temp();
+    copy_example(dir.path());
+    write_files(
+        dir.path(),
+        &[
+            ("bad/a.kdl", "queue \"a\" {\n    gpu quota=-1\n}\n"),
+            ("cluster.yaml", "apiVersion: v1\nkind: List\nitems: []\n"),
+        ],
+    );
+    let document = |run: &Run| -> Value {
+        serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {run:?}"))
+    };
+    let simulate = |policy: &str, cluster: &str| {
+        kai_scheduler(
+            dir.path(),
+            &[
+                "simulate",
+                "--policy",
+                policy,
+                "--cluster",
+                cluster,
+                "--format",
+                "json",
+            ],
+        )
+    };
+    let run = simulate("bad", "cluster.yaml");
+    assert_eq!(run.status, 1, "{run:?}");
+    let doc = document(&run);
+    assert!(doc["summary"]["errors"].as_u64() >= Some(1), "{doc}");
+    assert_eq!(doc["diagnostics"][0]["file"], "bad/a.kdl", "{doc}");
+    assert!(run.stderr.contains("bad/a.kdl"), "{}", run.stderr);
+
+    for (policy, cluster, file) in [
+        ("policies", "nope.yaml", "nope.yaml"),
+        ("nowhere", "cluster.yaml", "nowhere"),
+    ] {
+        let run = simulate(policy, cluster);
+        assert_eq!(run.status, 2, "{run:?}");
+        let doc = document(&run);
+        let d = &doc["diagnostics"][0];
+        assert_eq!(d["code"], "KP0000", "{doc}");
+        assert_eq!(d["file"], file, "{doc}");
+        assert!(d["help"].is_string(), "{doc}");
+        assert!(run.stderr.contains("error: "), "{}", run.stderr);
+        assert!(run.stderr.contains(file), "{}", run.stderr);
+    }
+}

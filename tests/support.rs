@@ -142,3 +142,36 @@ pub fn git_commit_all(dir: &Path, message: &str) -> String {
         .unwrap()
         .to_string()
 }
+
+/// Runs `kai-policy` as a user whom file permissions apply to, or returns `None` when no such
+/// user is at hand (a test of unreadable paths then has nothing to show): the current user when
+/// permissions already bind it, otherwise (root ignores them) `nobody` through `setpriv`. `cwd`
+/// is opened to everybody so that `nobody` can reach it.
+pub fn kai_policy_unprivileged(cwd: &Path, args: &[&str]) -> Option<Run> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let probe = cwd.join(".permission-probe");
+    std::fs::write(&probe, "").ok()?;
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o000)).ok()?;
+    let bound = std::fs::read(&probe).is_err();
+    let _ = std::fs::remove_file(&probe);
+    let mut command = if bound {
+        Command::new(binary("kai-policy"))
+    } else {
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())?;
+        std::fs::set_permissions(cwd, std::fs::Permissions::from_mode(0o755)).ok()?;
+        let mut c = Command::new(setpriv);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(binary("kai-policy"));
+        c
+    };
+    let output = command
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    Some(output.into())
+}

@@ -130,7 +130,7 @@ pub fn load_dir(root: &Path) -> Result<(SourceSet, Vec<Diagnostic>), LoadError> 
         if let Ok(canonical) = root.canonicalize() {
             walk.visited.insert(canonical);
         }
-        walk.collect(root).map_err(io(root))?;
+        walk.collect(root)?;
     }
     if walk.files.is_empty() {
         return Err(LoadError::Empty(root.to_path_buf()));
@@ -209,9 +209,16 @@ struct Walk {
 }
 
 impl Walk {
-    fn collect(&mut self, dir: &Path) -> std::io::Result<()> {
-        let mut entries: Vec<std::fs::DirEntry> =
-            std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    /// Walks `dir`; an error names the path that could not be read, so the user is sent to the
+    /// folder deep inside the policy that is locked, not to the policy root.
+    fn collect(&mut self, dir: &Path) -> Result<(), LoadError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| LoadError::Io { path, source }
+        };
+        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
+            .and_then(|entries| entries.collect::<Result<_, _>>())
+            .map_err(io(dir))?;
         entries.sort_by_key(|e| e.file_name());
         for entry in entries {
             let path = entry.path();
@@ -220,7 +227,7 @@ impl Walk {
                 continue;
             }
             let is_kdl = path.extension().is_some_and(|e| e == "kdl");
-            let mut kind = entry.file_type()?;
+            let mut kind = entry.file_type().map_err(io(&path))?;
             if kind.is_symlink() {
                 match std::fs::metadata(&path) {
                     Ok(target) => kind = target.file_type(),
@@ -240,7 +247,7 @@ impl Walk {
                 }
             }
             if kind.is_dir() {
-                if self.visited.insert(path.canonicalize()?) {
+                if self.visited.insert(path.canonicalize().map_err(io(&path))?) {
                     self.collect(&path)?;
                 } else {
                     let why = "it leads to a folder that is already read (a symbolic link loop, \

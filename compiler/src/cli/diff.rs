@@ -2,14 +2,18 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CliError, EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS, ReportFormat, print_stdout};
-use crate::diagnostics::{self, HumanStyle};
-use crate::diff::{self, Side};
+use super::{
+    CannotRun, CliError, EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS, Format, ReportFormat,
+    markdown_failure, print_stdout, render, report_cannot_run,
+};
+use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label};
+use crate::diff::{self, PolicyDiff, Side};
 use crate::explain;
 use crate::fairshare::Demand;
+use crate::git::RevisionError;
 use crate::model::Policy;
 use crate::scenario::Scenario;
-use crate::source::{self, SourceSet};
+use crate::source::{self, SourceFile, SourceSet};
 
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
@@ -31,55 +35,65 @@ pub struct DiffArgs {
     format: ReportFormat,
 }
 
+/// The markdown headline of a run that could not preview the change.
+const NOT_PREVIEWED: &str = "this change could not be previewed";
+
+/// Why `diff` previews nothing (exit 2).
+enum Failure {
+    /// A revision, the policy folder or the scenario could not be read.
+    CannotRun(CannotRun),
+    /// The policy at a revision has errors.
+    DoesNotCompile {
+        label: String,
+        sources: SourceSet,
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+impl From<CannotRun> for Failure {
+    fn from(failure: CannotRun) -> Self {
+        Failure::CannotRun(failure)
+    }
+}
+
 /// Runs `diff`: 0 no change, 1 changes, 2 error (including a revision that does not compile).
+/// A failure prints in the chosen format too, so `--format json` always prints one document.
 pub fn run(args: &DiffArgs) -> Result<u8, CliError> {
-    let cache = crate::check::ParseCache::default();
-    let base = match revision(&args.dir, Some(&args.base), &cache)? {
-        Ok(policy) => policy,
-        Err(status) => return Ok(status),
-    };
-    let head = match revision(&args.dir, args.head.as_deref(), &cache)? {
-        Ok(policy) => policy,
-        Err(status) => return Ok(status),
-    };
-    let scenario = match &args.scenario {
-        None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            match explain::parse_scenario(&path.display().to_string(), &text) {
-                Ok(s) => Some((path.display().to_string(), text, s)),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(EXIT_FAILURE);
-                }
-            }
+    let report = match preview(args) {
+        Ok(report) => report,
+        Err(Failure::CannotRun(failure)) => {
+            return Ok(report_cannot_run(args.format, NOT_PREVIEWED, &failure));
         }
-    };
-    let (base_demand, head_demand) = match (demand(&base.0, &scenario), demand(&head.0, &scenario))
-    {
-        (Ok(b), Ok(h)) => (b, h),
-        (b, h) => {
-            for e in b.err().into_iter().chain(h.err()).flatten() {
-                eprintln!("error: {e}");
+        Err(Failure::DoesNotCompile {
+            label,
+            sources,
+            diagnostics,
+        }) => {
+            let headline =
+                format!("the policy at {label} does not compile, so it cannot be previewed");
+            let plain = diagnostics::render_human(&diagnostics, &sources, HumanStyle::Plain);
+            eprint!("error: {headline}:\n\n{plain}");
+            match args.format {
+                ReportFormat::Human => {}
+                ReportFormat::Json => {
+                    // The KP0000 says which revision the diagnostics are of, and why exit 2.
+                    let mut sources = sources;
+                    let dir = sources.push(SourceFile::new(source::display_path(&args.dir), ""));
+                    let mut all = diagnostics;
+                    all.push(
+                        Diagnostic::error(Code::CannotRun, headline, Label::new(dir, 0, 0))
+                            .with_help(
+                                "fix the errors above in the policy at that revision; nothing was \
+                                 compared",
+                            ),
+                    );
+                    print_stdout(&render(Format::Json, &all, &sources));
+                }
+                ReportFormat::Markdown => print_stdout(&markdown_failure(&headline, &plain)),
             }
             return Ok(EXIT_FAILURE);
         }
     };
-    let report = diff::compare(
-        &Side {
-            policy: &base.0,
-            demand: &base_demand,
-            label: base.1,
-        },
-        &Side {
-            policy: &head.0,
-            demand: &head_demand,
-            label: head.1,
-        },
-    )?;
     print_stdout(&match args.format {
         ReportFormat::Human => diff::render_human(&report),
         ReportFormat::Markdown => diff::render_markdown(&report),
@@ -92,13 +106,61 @@ pub fn run(args: &DiffArgs) -> Result<u8, CliError> {
     })
 }
 
-/// The checked policy at a revision (`None`: the working tree) and its label, or the exit status
-/// after reporting why it cannot be previewed.
+/// Compiles both revisions and compares them.
+fn preview(args: &DiffArgs) -> Result<PolicyDiff, Failure> {
+    let cache = crate::check::ParseCache::default();
+    let base = revision(&args.dir, Some(&args.base), &cache)?;
+    let head = revision(&args.dir, args.head.as_deref(), &cache)?;
+    let scenario = match &args.scenario {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| {
+                CannotRun::of_error(
+                    path,
+                    &CliError::Read {
+                        path: path.clone(),
+                        source,
+                    },
+                )
+            })?;
+            match explain::parse_scenario(&path.display().to_string(), &text) {
+                Ok(s) => Some((path.display().to_string(), text, s)),
+                Err(e) => return Err(super::explain::scenario_failure(&text, &[e]).into()),
+            }
+        }
+    };
+    let (base_demand, head_demand) = match (demand(&base.0, &scenario), demand(&head.0, &scenario))
+    {
+        (Ok(b), Ok(h)) => (b, h),
+        (b, h) => {
+            let errors: Vec<_> = b.err().into_iter().chain(h.err()).flatten().collect();
+            let text = scenario.as_ref().map_or("", |(_, text, _)| text.as_str());
+            return Err(super::explain::scenario_failure(text, &errors).into());
+        }
+    };
+    diff::compare(
+        &Side {
+            policy: &base.0,
+            demand: &base_demand,
+            label: base.1,
+        },
+        &Side {
+            policy: &head.0,
+            demand: &head_demand,
+            label: head.1,
+        },
+    )
+    .map_err(|e| CannotRun::of_error(&args.dir, &CliError::Render(e)).into())
+}
+
+/// The checked policy at a revision (`None`: the working tree) and its label, or why it cannot
+/// be previewed.
 fn revision(
     dir: &Path,
     rev: Option<&str>,
     cache: &crate::check::ParseCache,
-) -> Result<Result<(Policy, String), u8>, CliError> {
+) -> Result<(Policy, String), Failure> {
+    let folder = source::display_path(dir);
     let (sources, early, label): (SourceSet, _, String) = match rev {
         Some(rev) => match crate::git::sources_at(dir, rev) {
             Ok((sources, early, commit)) => (
@@ -107,35 +169,49 @@ fn revision(
                 format!("{rev} ({})", &commit[..commit.len().min(12)]),
             ),
             Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(Err(EXIT_FAILURE));
+                let mut failure = CannotRun::default();
+                failure.add(&folder, e.to_string(), revision_help(&e));
+                return Err(failure.into());
             }
         },
         None => {
-            let (sources, early) = source::load_dir(dir)?;
+            let (sources, early) =
+                source::load_dir(dir).map_err(|e| CannotRun::of_error(dir, &e.into()))?;
             (sources, early, "working tree".to_string())
         }
     };
     if sources.is_empty() {
-        eprintln!(
-            "error: no *.kdl policy files under {} at {label}",
-            dir.display()
+        let mut failure = CannotRun::default();
+        failure.add(
+            &folder,
+            format!("no *.kdl policy files under {} at {label}", dir.display()),
+            "give the policy folder (default `policies`) as it is named at that revision",
         );
-        return Ok(Err(EXIT_FAILURE));
+        return Err(failure.into());
     }
     let checked = crate::check::check_with(&sources, early, cache);
     match checked.policy {
-        Some(policy) => Ok(Ok((policy, label))),
-        None => {
-            eprintln!(
-                "error: the policy at {label} does not compile, so it cannot be previewed:\n"
-            );
-            eprint!(
-                "{}",
-                diagnostics::render_human(&checked.diagnostics, &sources, HumanStyle::Plain)
-            );
-            Ok(Err(EXIT_FAILURE))
+        Some(policy) => Ok((policy, label)),
+        None => Err(Failure::DoesNotCompile {
+            label,
+            sources,
+            diagnostics: checked.diagnostics,
+        }),
+    }
+}
+
+/// How to fix a revision that cannot be read.
+fn revision_help(e: &RevisionError) -> &'static str {
+    match e {
+        RevisionError::NotARepository(_) => {
+            "run `diff` inside the Git repository that holds the policy, or give the policy \
+             folder's path inside it"
         }
+        RevisionError::UnknownRevision { .. } => {
+            "check the branch, tag or commit name; a branch of a remote may need `git fetch` first"
+        }
+        RevisionError::NoPolicy { .. } => "give the policy folder as it is named at that revision",
+        RevisionError::Git { .. } => "check the repository (`git fsck`) and its permissions",
     }
 }
 

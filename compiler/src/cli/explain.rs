@@ -3,10 +3,13 @@
 use std::path::PathBuf;
 
 use super::{
-    CliError, EXIT_FAILURE, EXIT_OK, PolicyArgs, ReportFormat, load_and_check, print_stdout,
-    render, status_of,
+    CannotRun, EXIT_OK, Format, ReportFormat, load_and_check, markdown_failure, print_stdout,
+    render, report_cannot_run, status_of,
 };
-use crate::explain::{self, Report};
+use crate::diagnostics::{self, HumanStyle};
+use crate::explain::{self, Report, ScenarioError};
+use crate::fairshare::Demand;
+use crate::model::Policy;
 
 /// Arguments of `explain`.
 #[derive(Debug, clap::Args)]
@@ -23,46 +26,35 @@ pub struct ExplainArgs {
     format: ReportFormat,
 }
 
-/// Runs `explain`.
-pub fn run(args: &ExplainArgs) -> Result<u8, CliError> {
-    let policy_args = PolicyArgs {
-        dir: args.dir.clone(),
-        format: super::Format::Human,
-        deny_warnings: false,
+/// The markdown headline of a run that could not explain anything.
+const NOT_EXPLAINED: &str = "no fair share was computed";
+
+/// Runs `explain`. A failure prints in the chosen format too (the policy's diagnostics, exit 1;
+/// or why it could not run, KP0000, exit 2), so `--format json` always prints one document.
+pub fn run(args: &ExplainArgs) -> Result<u8, super::CliError> {
+    let (sources, checked) = match load_and_check(&args.dir) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            let failure = CannotRun::of_error(&args.dir, &e);
+            return Ok(report_cannot_run(args.format, NOT_EXPLAINED, &failure));
+        }
     };
-    let (sources, checked) = load_and_check(&policy_args.dir)?;
     let Some(policy) = &checked.policy else {
-        eprint!(
-            "{}",
-            render(super::Format::Human, &checked.diagnostics, &sources)
-        );
+        let diagnostics = &checked.diagnostics;
+        eprint!("{}", render(Format::Human, diagnostics, &sources));
+        match args.format {
+            ReportFormat::Human => {}
+            ReportFormat::Json => print_stdout(&render(Format::Json, diagnostics, &sources)),
+            ReportFormat::Markdown => print_stdout(&markdown_failure(
+                &format!("the policy has errors, so {NOT_EXPLAINED}"),
+                &diagnostics::render_human(diagnostics, &sources, HumanStyle::Plain),
+            )),
+        }
         return Ok(status_of(&checked, false));
     };
-    let demand = match &args.scenario {
-        None => explain::busy_demand(policy),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            let file = path.display().to_string();
-            let scenario = match explain::parse_scenario(&file, &text) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(EXIT_FAILURE);
-                }
-            };
-            match explain::demand_from_scenario(policy, &scenario, &file, &text) {
-                Ok(d) => d,
-                Err(errors) => {
-                    for e in errors {
-                        eprintln!("error: {e}");
-                    }
-                    return Ok(EXIT_FAILURE);
-                }
-            }
-        }
+    let demand = match demand(policy, args) {
+        Ok(demand) => demand,
+        Err(failure) => return Ok(report_cannot_run(args.format, NOT_EXPLAINED, &failure)),
     };
     let report = Report::new(policy, &demand);
     print_stdout(&match args.format {
@@ -71,4 +63,39 @@ pub fn run(args: &ExplainArgs) -> Result<u8, CliError> {
         ReportFormat::Json => explain::render_json(&report),
     });
     Ok(EXIT_OK)
+}
+
+/// The demand of the scenario file (or everyone busy), or why the file cannot be used.
+fn demand(policy: &Policy, args: &ExplainArgs) -> Result<Demand, CannotRun> {
+    let Some(path) = &args.scenario else {
+        return Ok(explain::busy_demand(policy));
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        let e = super::CliError::Read {
+            path: path.clone(),
+            source,
+        };
+        CannotRun::of_error(path, &e)
+    })?;
+    let file = path.display().to_string();
+    explain::parse_scenario(&file, &text)
+        .map_err(|e| vec![e])
+        .and_then(|scenario| explain::demand_from_scenario(policy, &scenario, &file, &text))
+        .map_err(|errors| scenario_failure(&text, &errors))
+}
+
+/// Scenario errors as KP0000 failures, each at its line of the scenario file.
+pub(super) fn scenario_failure(text: &str, errors: &[ScenarioError]) -> CannotRun {
+    let mut failure = CannotRun::default();
+    for e in errors {
+        failure.add_at(
+            &e.file,
+            text,
+            e.line,
+            e.to_string(),
+            "fix the scenario file (its schema is scenario.schema.json, printed by `kai-policy \
+             schema`); the policy itself has no errors",
+        );
+    }
+    failure
 }

@@ -3,9 +3,9 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use super::{CliError, EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS, print_stdout};
+use super::{CliError, EXIT_FAILURE, EXIT_OK, print_stdout};
 use crate::check;
-use crate::diagnostics::{self, HumanStyle};
+use crate::diagnostics::{self, HumanStyle, Summary, escape_controls};
 use crate::import;
 use crate::source::{SourceFile, SourceSet};
 
@@ -19,8 +19,9 @@ pub struct ImportArgs {
 }
 
 /// Runs `import`: the policy goes to stdout, notes (skipped objects, rounded amounts, fields
-/// left out) and what `check` says about the result to stderr. 0 imported and passes `check`;
-/// 1 imported but `check` finds errors; 2 the input cannot be imported.
+/// left out) and what `check` says about the result to stderr. 0 the policy was printed (also
+/// when `check` finds errors in it: cli.md allows `import` only 0 and 2); 2 the input cannot be
+/// imported.
 pub fn run(args: &ImportArgs) -> Result<u8, CliError> {
     let mut inputs = Vec::new();
     for path in &args.files {
@@ -45,40 +46,42 @@ pub fn run(args: &ImportArgs) -> Result<u8, CliError> {
         .collect();
     match import::import(&inputs) {
         Ok(imported) => {
+            // Notes and errors quote the input's names, which may hold terminal controls.
             for note in &imported.notes {
-                eprintln!("note: {note}");
+                eprintln!("note: {}", escape_controls(note));
             }
             print_stdout(&imported.kdl);
-            Ok(verdict(&imported.kdl))
+            verdict(&imported.kdl);
+            Ok(EXIT_OK)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", escape_controls(&e.to_string()));
             Ok(EXIT_FAILURE)
         }
     }
 }
 
 /// Checks the imported policy as `check` would: its diagnostics go to stderr (lines are those of
-/// the policy on stdout), and an error makes the import fail, so a policy that would not pass
-/// `check` never looks like a success.
-fn verdict(kdl: &str) -> u8 {
+/// the policy on stdout), and an error is said loudly, so a policy that would not pass `check`
+/// never looks ready to use; the import itself worked, though (exit 0).
+fn verdict(kdl: &str) {
     let sources = SourceSet::new(vec![SourceFile::new(IMPORTED, kdl)]);
     let checked = check::check(&sources, Vec::new());
     if checked.diagnostics.is_empty() {
-        return EXIT_OK;
+        return;
     }
     eprint!(
         "{}",
         diagnostics::render_human(&checked.diagnostics, &sources, HumanStyle::Plain)
     );
     if checked.has_errors() {
+        let errors = Summary::of(&checked.diagnostics).errors;
+        let plural = if errors == 1 { "error" } else { "errors" };
         eprintln!(
-            "error: the imported policy (printed on stdout, named {IMPORTED} above) does not pass `check`; fix the errors above in it"
+            "note: the imported policy does not pass `check` ({errors} {plural} above, in the policy printed on stdout and named {IMPORTED}): fix them before you use it; `kai-policy check` and `build` reject it until then"
         );
-        EXIT_PROBLEMS
     } else {
         eprintln!("note: `check` passes the imported policy with the warnings above");
-        EXIT_OK
     }
 }
 

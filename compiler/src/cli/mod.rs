@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::check::{self, Checked};
-use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label, Summary};
+use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label, Summary, escape_controls};
 use crate::lower::Artifacts;
-use crate::source::{self, FileId, SourceFile, SourceSet};
+use crate::source::{self, SourceFile, SourceSet};
 
 /// Exit status: success (no errors; or, for `diff`, no change).
 pub const EXIT_OK: u8 = 0;
@@ -140,6 +140,151 @@ pub enum CliError {
     Render(#[from] crate::lower::RenderError),
 }
 
+impl CliError {
+    /// The path the error is about, when it names one: what a KP0000 diagnostic points at.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            CliError::Load(source::LoadError::Io { path, .. } | source::LoadError::Empty(path))
+            | CliError::Read { path, .. }
+            | CliError::Write { path, .. } => Some(path),
+            CliError::Render(_) => None,
+        }
+    }
+
+    /// How to fix it: the help line of its KP0000 diagnostic, in every format.
+    pub fn help(&self) -> &'static str {
+        match self {
+            CliError::Load(_) => {
+                "check the path and its permissions; the policy itself was not checked"
+            }
+            CliError::Read { .. } => "check the path and its permissions",
+            CliError::Write { .. } => {
+                "check that the path can be written (permissions, free space) and that no file \
+                 stands where a folder is needed: `--out` names a folder, created if missing"
+            }
+            CliError::Render(_) => {
+                "this is a bug in kai-policy: please report it with the policy that causes it"
+            }
+        }
+    }
+}
+
+/// What stderr says when a command could not run: the error, then how to fix it (the human form
+/// of its KP0000 diagnostic).
+fn human_failure(message: &str, help: &str) -> String {
+    format!(
+        "error: {}\nhelp: {}\n",
+        escape_controls(message),
+        escape_controls(help)
+    )
+}
+
+/// Why a command could not run (KP0000), about the files it names. A report command (`explain`,
+/// `diff`, `kai-scheduler simulate`) prints it in place of its report, so that a script reading
+/// stdout always gets one valid document, as `check` prints.
+#[derive(Debug, Default)]
+pub struct CannotRun {
+    sources: SourceSet,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl CannotRun {
+    /// A command error, naming its own path or else `path`.
+    pub fn of_error(path: &Path, error: &CliError) -> Self {
+        let mut failure = Self::default();
+        failure.add_error(path, error);
+        failure
+    }
+
+    /// Adds a failure about `file`, at its first line.
+    pub fn add(&mut self, file: &str, message: impl Into<String>, help: &str) -> &mut Self {
+        self.add_at(file, "", None, message, help)
+    }
+
+    /// Adds a failure about `file` (whose text is `text`), at `line` when it is known.
+    pub fn add_at(
+        &mut self,
+        file: &str,
+        text: &str,
+        line: Option<usize>,
+        message: impl Into<String>,
+        help: &str,
+    ) -> &mut Self {
+        // The text only places the line; a file without a known line needs none of it.
+        let (text, offset) = match line {
+            Some(line) => {
+                let offset = text
+                    .split_inclusive('\n')
+                    .take(line.saturating_sub(1))
+                    .map(str::len)
+                    .sum();
+                (text, offset)
+            }
+            None => ("", 0),
+        };
+        let id = self.sources.push(SourceFile::new(file, text));
+        self.diagnostics.push(
+            Diagnostic::error(Code::CannotRun, message, Label::new(id, offset, 0)).with_help(help),
+        );
+        self
+    }
+
+    /// Adds a command error, naming its own path or else `path`.
+    pub fn add_error(&mut self, path: &Path, error: &CliError) -> &mut Self {
+        let file = source::display_path(error.path().unwrap_or(path));
+        self.add(&file, error.to_string(), error.help())
+    }
+
+    /// The failures as stderr shows them: each error, then each way to fix them (once).
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let mut helps: Vec<&str> = Vec::new();
+        for d in &self.diagnostics {
+            out.push_str(&format!("error: {}\n", escape_controls(&d.message)));
+            if let Some(help) = d.help.as_deref().filter(|h| !helps.contains(h)) {
+                helps.push(help);
+            }
+        }
+        for help in helps {
+            out.push_str(&format!("help: {}\n", escape_controls(help)));
+        }
+        out
+    }
+
+    /// The failures as one document of a machine-readable `format`.
+    pub fn render(&self, format: Format) -> String {
+        render(format, &self.diagnostics, &self.sources)
+    }
+
+    /// The failures as one JSON document (`check --format json`'s shape).
+    pub fn json(&self) -> String {
+        self.render(Format::Json)
+    }
+}
+
+/// A report command's pull-request comment when it has no report: a headline, and the text the
+/// terminal shows in a code block (fenced longer than any run of backticks in it, so policy
+/// text cannot end the block).
+fn markdown_failure(headline: &str, body: &str) -> String {
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let body = body.trim_end_matches('\n');
+    format!("**kai-policy:** {headline}\n\n{fence}text\n{body}\n{fence}\n")
+}
+
+/// Prints a report command's failure in `format` (the human text to stderr, a machine-readable
+/// document or a comment to stdout) and returns its exit status.
+fn report_cannot_run(format: ReportFormat, headline: &str, failure: &CannotRun) -> u8 {
+    let human = failure.human();
+    eprint!("{human}");
+    match format {
+        ReportFormat::Human => {}
+        ReportFormat::Json => print_stdout(&failure.json()),
+        ReportFormat::Markdown => print_stdout(&markdown_failure(headline, &human)),
+    }
+    EXIT_FAILURE
+}
+
 /// Parses a command line, or returns the exit status once clap has printed why it will not run
 /// (`--help` and `--version` exit 0, bad flags 2). Both binaries parse through it.
 pub fn parse_args<T: Parser>() -> Result<T, u8> {
@@ -172,7 +317,7 @@ pub fn run() -> u8 {
     finish(match result {
         Ok(status) => status,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprint!("{}", human_failure(&e.to_string(), e.help()));
             EXIT_FAILURE
         }
     })
@@ -232,19 +377,10 @@ fn denied_sentence(checked: &Checked) -> String {
 }
 
 /// A command error (exit 2) as one diagnostic of the chosen machine-readable format, naming the
-/// path it is about, so a CI step that uploads the output always gets a valid document.
+/// path it is about (the one the error names, such as an unreadable folder inside the policy,
+/// else `path`), so a CI step that uploads the output always gets a valid document.
 fn failure_document(format: Format, path: &Path, error: &CliError) -> String {
-    let sources = SourceSet::new(vec![SourceFile::new(
-        source::display_path(path),
-        String::new(),
-    )]);
-    let d = Diagnostic::error(
-        Code::CannotRun,
-        error.to_string(),
-        Label::new(FileId(0), 0, 0),
-    )
-    .with_help("check the path and its permissions; the policy itself was not checked");
-    render(format, &[d], &sources)
+    CannotRun::of_error(path, error).render(format)
 }
 
 fn check_command(args: &PolicyArgs) -> Result<u8, CliError> {
@@ -252,7 +388,7 @@ fn check_command(args: &PolicyArgs) -> Result<u8, CliError> {
         Ok(loaded) => loaded,
         Err(e) if args.format != Format::Human => {
             print_stdout(&failure_document(args.format, &args.dir, &e));
-            eprintln!("error: {e}");
+            eprint!("{}", human_failure(&e.to_string(), e.help()));
             return Ok(EXIT_FAILURE);
         }
         Err(e) => return Err(e),
@@ -403,5 +539,39 @@ pub fn finish(status: u8) -> u8 {
             EXIT_FAILURE
         }
         None => status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The end-to-end test needs a user that permissions bind (root ignores them); this holds
+    /// wherever the tests run: the document names the path the error names, not the root given.
+    #[test]
+    fn a_failure_names_the_path_that_could_not_be_read() {
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        for locked in ["ud2/a/b", "ud2/teams/llm.kdl"] {
+            let e = CliError::Load(source::LoadError::Io {
+                path: PathBuf::from(locked),
+                source: denied(),
+            });
+            let doc: serde_json::Value =
+                serde_json::from_str(&failure_document(Format::Json, Path::new("ud2"), &e))
+                    .unwrap();
+            assert_eq!(doc["diagnostics"][0]["file"], locked);
+            let message = doc["diagnostics"][0]["message"].as_str().unwrap();
+            assert!(
+                message.starts_with(&format!("cannot read {locked}: ")),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_markdown_failure_keeps_policy_text_inside_its_code_block() {
+        let comment = markdown_failure("no fair share was computed", "error: ```` `x`\n");
+        assert!(comment.starts_with("**kai-policy:** no fair share was computed\n\n`````text\n"));
+        assert!(comment.ends_with("\n`````\n"), "{comment}");
     }
 }

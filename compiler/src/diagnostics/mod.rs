@@ -55,7 +55,7 @@ macro_rules! codes {
 }
 
 codes! {
-    CannotRun = "KP0000", "cannot-run", "The command could not run: the policy path is missing or unreadable, holds no policy file, or an output could not be written.";
+    CannotRun = "KP0000", "cannot-run", "The command could not run: the policy path is missing or unreadable, holds no policy file, an input (a scenario, a revision, a cluster file) cannot be used, or an output could not be written.";
     Syntax = "KP0001", "syntax", "The file is not valid KDL v2.";
     UnknownNode = "KP0002", "unknown-node", "A node that the policy language does not have at that place.";
     UnknownProperty = "KP0003", "unknown-property", "A property that the node does not take.";

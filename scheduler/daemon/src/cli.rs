@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 use k8s_openapi::jiff::Timestamp;
 use kai_policy_compiler::check;
-use kai_policy_compiler::cli::print_stdout;
+use kai_policy_compiler::cli::{CannotRun, CliError, print_stdout};
 use kai_policy_compiler::diagnostics::{self, HumanStyle};
 use kai_policy_compiler::lower::config;
 use kai_policy_compiler::model::Policy;
@@ -529,9 +529,11 @@ fn human_style() -> HumanStyle {
     }
 }
 
-/// The checked policy of a folder (diagnostics printed to stderr; `None` when it has errors).
-fn policy_from_folder(folder: &std::path::Path) -> Result<Option<Policy>, String> {
-    let (sources, early) = source::load_dir(folder).map_err(|e| e.to_string())?;
+/// The checked policy of a folder (diagnostics printed to stderr, and with `--format json` as
+/// the one document on stdout; `None` when it has errors).
+fn policy_from_folder(folder: &std::path::Path, format: Format) -> Result<Option<Policy>, Failure> {
+    let (sources, early) =
+        source::load_dir(folder).map_err(|e| Failure::of_error(folder, &CliError::Load(e)))?;
     let checked = check::check(&sources, early);
     // Diagnostics go to stderr so that stdout stays one JSON document with `--format json`.
     if !checked.diagnostics.is_empty() {
@@ -541,29 +543,83 @@ fn policy_from_folder(folder: &std::path::Path) -> Result<Option<Policy>, String
         );
     }
     let failed = checked.has_errors();
+    if failed && format == Format::Json {
+        print_stdout(&diagnostics::render_json(&checked.diagnostics, &sources));
+    }
     Ok(checked.policy.filter(|_| !failed))
 }
 
+/// Why `simulate` could not run: the message stderr shows, and for `--format json` the same as
+/// a KP0000 diagnostic naming the file, so stdout is one JSON document also then.
+struct Failure {
+    message: String,
+    document: CannotRun,
+}
+
+impl Failure {
+    fn new(file: &str, message: String, help: &str) -> Self {
+        let mut document = CannotRun::default();
+        document.add(file, message.clone(), help);
+        Failure { message, document }
+    }
+
+    fn of_error(path: &std::path::Path, error: &CliError) -> Self {
+        Failure {
+            message: error.to_string(),
+            document: CannotRun::of_error(path, error),
+        }
+    }
+}
+
+/// How to fix a cluster file that cannot be used.
+const CLUSTER_HELP: &str = "check the path and its permissions; the cluster file is what `kubectl \
+     get nodes,pods,podgroups.scheduling.run.ai -A -o yaml` prints";
+
 fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
-    let policy = match &args.config {
-        Some(path) => config::load(path).map_err(|e| e.to_string())?.1,
-        None => match policy_from_folder(&args.policy)? {
-            Some(policy) => policy,
-            None => return Ok(EXIT_PROBLEMS),
-        },
-    };
+    match simulate_cluster(args) {
+        Ok(status) => Ok(status),
+        Err(failure) if args.format == Format::Json => {
+            eprintln!("error: {}", failure.message);
+            print_stdout(&failure.document.json());
+            Ok(EXIT_FAILURE)
+        }
+        Err(failure) => Err(failure.message),
+    }
+}
+
+fn simulate_cluster(args: &SimulateArgs) -> Result<u8, Failure> {
+    let policy =
+        match &args.config {
+            Some(path) => config::load(path)
+                .map_err(|e| {
+                    Failure::new(
+                        &path.display().to_string(),
+                        e.to_string(),
+                        "check the path and its permissions, or rebuild it with `kai-policy build`",
+                    )
+                })?
+                .1,
+            None => match policy_from_folder(&args.policy, args.format)? {
+                Some(policy) => policy,
+                None => return Ok(EXIT_PROBLEMS),
+            },
+        };
     let policy = &policy;
     let options = Options::for_policy(policy);
     let file = if args.cluster.as_os_str() == "-" {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read the cluster from standard input: {e}"))?;
+        std::io::stdin().read_to_string(&mut text).map_err(|e| {
+            Failure::new(
+                "-",
+                format!("cannot read the cluster from standard input: {e}"),
+                CLUSTER_HELP,
+            )
+        })?;
         ingest::parse_cluster("-", &text, &options)
     } else {
         ingest::read_cluster(&args.cluster, &options)
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| Failure::new(&e.file, e.to_string(), CLUSTER_HELP))?;
     for note in &file.notes {
         eprintln!("note: {}: {note}", args.cluster.display());
     }
@@ -574,11 +630,15 @@ fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
             let seconds = now.as_second() - origin.as_second();
             let start = u64::try_from(seconds).unwrap_or(0);
             if start < file.taken {
-                return Err(format!(
-                    "--now {now} is before the latest creation or start time in {} ({})",
-                    args.cluster.display(),
-                    Timestamp::from_second(origin.as_second() + file.taken as i64)
-                        .map_or_else(|_| file.taken.to_string(), |t| t.to_string())
+                return Err(Failure::new(
+                    &args.cluster.display().to_string(),
+                    format!(
+                        "--now {now} is before the latest creation or start time in {} ({})",
+                        args.cluster.display(),
+                        Timestamp::from_second(origin.as_second() + file.taken as i64)
+                            .map_or_else(|_| file.taken.to_string(), |t| t.to_string())
+                    ),
+                    "give a --now at or after that time, or leave it out to start there",
                 ));
             }
             start
