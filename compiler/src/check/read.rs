@@ -93,8 +93,12 @@ impl<'n> Props<'n> {
     }
 }
 
-fn describe(value: &KdlValue) -> String {
-    match value {
+fn describe(entry: &KdlEntry) -> String {
+    match entry.value() {
+        // A literal beyond a float's range (`1e400`) reads as infinite: name it as written.
+        KdlValue::Float(f) if !f.is_finite() && !is_keyword(entry) => {
+            format!("the number {}", written(entry))
+        }
         KdlValue::String(s) => format!("the string \"{s}\""),
         KdlValue::Integer(i) => format!("the number {i}"),
         KdlValue::Float(f) if f.is_nan() => "#nan".to_string(),
@@ -109,6 +113,20 @@ fn describe(value: &KdlValue) -> String {
         KdlValue::Bool(b) => format!("#{b}"),
         KdlValue::Null => "#null".to_string(),
     }
+}
+
+/// Whether the value is written as a keyword (`#inf`, `#nan`) rather than a literal: a number
+/// literal too large for a float (`1e400`) also reads as infinite, but is not `#inf`.
+fn is_keyword(entry: &KdlEntry) -> bool {
+    written(entry).starts_with('#')
+}
+
+/// Whether a float literal has a non-zero digit before its exponent: `1e-400` is not 0, even
+/// though it reads as 0.
+fn is_nonzero_literal(entry: &KdlEntry) -> bool {
+    let text = written(entry);
+    let mantissa = text.split(['e', 'E']).next().unwrap_or("");
+    mantissa.contains(|c: char| ('1'..='9').contains(&c))
 }
 
 /// The value as the author wrote it (`"960Gi"`, `1e3`, `#inf`).
@@ -256,10 +274,7 @@ impl Reader<'_> {
                     };
                     self.error(
                         Code::UnexpectedArgument,
-                        format!(
-                            "`{name}` takes no arguments, but has {}",
-                            describe(extra.value())
-                        ),
+                        format!("`{name}` takes no arguments, but has {}", describe(extra)),
                         self.at(extra.span()).with_text("unexpected argument"),
                         help,
                     );
@@ -291,7 +306,7 @@ impl Reader<'_> {
                         Code::UnexpectedArgument,
                         format!(
                             "`{name}` takes {what}, but has a second argument, {}",
-                            describe(extra.value())
+                            describe(extra)
                         ),
                         self.at(extra.span()).with_text("extra argument"),
                         help,
@@ -410,7 +425,7 @@ impl Reader<'_> {
         };
         self.error(
             Code::WrongType,
-            format!("{what} must be {expected}, not {}", describe(entry.value())),
+            format!("{what} must be {expected}, not {}", describe(entry)),
             self.at(entry.span())
                 .with_text(format!("expected {expected}")),
             help,
@@ -485,6 +500,20 @@ impl Reader<'_> {
                 return None;
             }
         };
+        if value == 0.0 && is_nonzero_literal(entry) {
+            let what = self.subject(entry);
+            let key = entry.name().map_or("value", |k| k.value());
+            self.error(
+                Code::InvalidQuantity,
+                format!(
+                    "{what} is {}, too small to be told apart from 0",
+                    written(entry)
+                ),
+                self.at(entry.span()).with_text("too small"),
+                format!("write `{key}=0` if 0 is meant, or a number of at least 1e-300"),
+            );
+            return None;
+        }
         if !(0.0..=1e9).contains(&value) {
             let what = self.subject(entry);
             self.error(
@@ -520,8 +549,11 @@ impl Reader<'_> {
             );
             None
         };
+        // Only the keywords mean unlimited or not-a-number: a literal such as `1e400` reads as
+        // infinite too, and is read from its text below like any other number.
+        let keyword = is_keyword(entry);
         let text = match entry.value() {
-            KdlValue::Float(f) if f.is_infinite() && *f > 0.0 => {
+            KdlValue::Float(f) if keyword && f.is_infinite() && *f > 0.0 => {
                 if unlimited_ok {
                     return Some(Bound::Unlimited);
                 }
@@ -534,14 +566,14 @@ impl Reader<'_> {
                     ),
                 );
             }
-            KdlValue::Float(f) if f.is_nan() => {
+            KdlValue::Float(f) if keyword && f.is_nan() => {
                 return invalid(
                     self,
                     format!("the {what} cannot be #nan"),
                     format!("write an amount, like {}", quantity_example(kind, key)),
                 );
             }
-            KdlValue::Float(f) if f.is_infinite() => {
+            KdlValue::Float(f) if keyword && f.is_infinite() => {
                 let help = if unlimited_ok {
                     format!("write `{key}=#inf` for no bound, or an amount of 0 or more")
                 } else {
@@ -1356,7 +1388,7 @@ impl Reader<'_> {
                     Code::UnexpectedArgument,
                     format!(
                         "`{node_name}` takes only key=value pairs, but has {}",
-                        describe(entry.value())
+                        describe(entry)
                     ),
                     self.at(entry.span()).with_text("not key=value"),
                     format!("write each {what} as \"key\"=\"value\": {example}"),
