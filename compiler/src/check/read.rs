@@ -461,15 +461,13 @@ impl Reader<'_> {
         match entry.value() {
             KdlValue::Integer(i) if (min as i128..=max as i128).contains(i) => Some(*i as i64),
             KdlValue::Integer(i) => {
-                let what = self.subject(entry);
+                let (message, help) =
+                    out_of_range(&self.subject(entry), &i.to_string(), (min, max), why);
                 self.error(
                     Code::InvalidValue,
-                    format!("{what} is {i}, out of range: it must be from {min} to {max}"),
+                    message,
                     self.at(entry.span()).with_text("out of range"),
-                    match why {
-                        Some(why) => format!("use a whole number from {min} to {max}: {why}"),
-                        None => format!("use a whole number from {min} to {max}"),
-                    },
+                    help,
                 );
                 None
             }
@@ -514,16 +512,14 @@ impl Reader<'_> {
             );
             return None;
         }
-        if !(0.0..=1e9).contains(&value) {
-            let what = self.subject(entry);
+        if !(0.0..=MAX_WEIGHT).contains(&value) {
+            let (message, help) =
+                weight_out_of_range(&self.subject(entry), &written(entry), example);
             self.error(
                 Code::InvalidQuantity,
-                format!(
-                    "{what} must be a number from 0 to 1e9, not {}",
-                    written(entry)
-                ),
+                message,
                 self.at(entry.span()).with_text("out of range"),
-                format!("write a plain non-negative number, like {example}"),
+                help,
             );
             return None;
         }
@@ -630,10 +626,7 @@ impl Reader<'_> {
                     format!("KAI writes unlimited as -1; here write `{key}=#inf`")
                 },
             ),
-            QuantityError::Negative => (
-                format!("the {what} cannot be negative: {shown}"),
-                "quantities count resources: use 0 or more".to_string(),
-            ),
+            QuantityError::Negative => negative(what, &shown),
             QuantityError::Unparsable(_) => (
                 format!("the {what} {shown} is not a Kubernetes quantity"),
                 match suggest_quantity(&text, kind) {
@@ -649,18 +642,7 @@ impl Reader<'_> {
                     ResourceKind::Memory => "memory is counted in bytes: round to a whole number of bytes".to_string(),
                 },
             ),
-            QuantityError::TooLarge(_) => {
-                let max = quantity::MAX_AMOUNT / kind.scale() as i64 * kind.scale() as i64;
-                let largest = quantity::format_quantity(max, kind);
-                (
-                    format!("the {what} {shown} is too large"),
-                    if unlimited_ok {
-                        format!("the largest {} amount is {largest}; write `{key}=#inf` for no bound", kind.name())
-                    } else {
-                        format!("the largest {} amount is {largest}", kind.name())
-                    },
-                )
-            }
+            QuantityError::TooLarge(_) => too_large(what, &shown, kind, key, unlimited_ok),
         };
         invalid(self, message, help)
     }
@@ -773,6 +755,72 @@ impl Reader<'_> {
         }
         Some(text)
     }
+}
+
+/// The values a priority class may have, and why not higher.
+pub(super) const PRIORITY_CLASS_VALUES: (i64, i64) = (-2_147_483_648, 1_000_000_000);
+pub(super) const PRIORITY_CLASS_WHY: &str =
+    "Kubernetes keeps values above 1000000000 for its own system classes";
+/// The values a queue's `priority` may have.
+pub(super) const QUEUE_PRIORITIES: (i64, i64) = (-1_000_000_000, 1_000_000_000);
+/// The values `max-gpus-per-node` may have.
+pub(super) const GPUS_PER_NODE: (i64, i64) = (1, 1024);
+/// The largest `weight` (and fairness `k`).
+pub(super) const MAX_WEIGHT: f64 = 1e9;
+
+/// Message and help for a whole number outside `min..=max`; `what` names the setting.
+pub(super) fn out_of_range(
+    what: &str,
+    shown: &str,
+    (min, max): (i64, i64),
+    why: Option<&str>,
+) -> (String, String) {
+    (
+        format!("{what} is {shown}, out of range: it must be from {min} to {max}"),
+        match why {
+            Some(why) => format!("use a whole number from {min} to {max}: {why}"),
+            None => format!("use a whole number from {min} to {max}"),
+        },
+    )
+}
+
+/// Message and help for a weight outside 0..=1e9; `example` is like "`weight=2`".
+pub(super) fn weight_out_of_range(what: &str, shown: &str, example: &str) -> (String, String) {
+    (
+        format!("{what} must be a number from 0 to 1e9, not {shown}"),
+        format!("write a plain non-negative number, like {example}"),
+    )
+}
+
+/// Message and help for a negative amount; `what` is like "gpu quota".
+pub(super) fn negative(what: &str, shown: &str) -> (String, String) {
+    (
+        format!("the {what} cannot be negative: {shown}"),
+        "quantities count resources: use 0 or more".to_string(),
+    )
+}
+
+/// Message and help for an amount above the largest we store; `what` is like "gpu quota".
+pub(super) fn too_large(
+    what: &str,
+    shown: &str,
+    kind: ResourceKind,
+    key: &str,
+    unlimited_ok: bool,
+) -> (String, String) {
+    let max = quantity::MAX_AMOUNT / kind.scale() as i64 * kind.scale() as i64;
+    let largest = quantity::format_quantity(max, kind);
+    (
+        format!("the {what} {shown} is too large"),
+        if unlimited_ok {
+            format!(
+                "the largest {} amount is {largest}; write `{key}=#inf` for no bound",
+                kind.name()
+            )
+        } else {
+            format!("the largest {} amount is {largest}", kind.name())
+        },
+    )
 }
 
 /// Suffixes that scale bytes (or counts by thousands): never part of a GPU count. `m` (milli)
@@ -1154,9 +1202,9 @@ impl Reader<'_> {
         let value = match props.get("value") {
             Some(e) => self.int(
                 e,
-                (-2_147_483_648, 1_000_000_000),
+                PRIORITY_CLASS_VALUES,
                 "`value=500`",
-                Some("Kubernetes keeps values above 1000000000 for its own system classes"),
+                Some(PRIORITY_CLASS_WHY),
             ),
             None => {
                 self.error(
@@ -1205,7 +1253,7 @@ impl Reader<'_> {
             let (args, _) = self.setting(n, Args::One, &[]);
             decl_max = args
                 .first()
-                .and_then(|e| self.int(e, (1, 1024), "`max-gpus-per-node 2`", None))
+                .and_then(|e| self.int(e, GPUS_PER_NODE, "`max-gpus-per-node 2`", None))
                 .map(|v| v as u32);
         }
         let (mut required, mut preferred) = (None, None);
@@ -1265,7 +1313,7 @@ impl Reader<'_> {
             .and_then(|e| self.string(e, "`display-name=\"Research\"`"));
         let priority = props
             .get("priority")
-            .and_then(|e| self.int(e, (-1_000_000_000, 1_000_000_000), "`priority=100`", None))
+            .and_then(|e| self.int(e, QUEUE_PRIORITIES, "`priority=100`", None))
             .map_or(100, |p| p as i32);
         let parent = props
             .get("parent")
