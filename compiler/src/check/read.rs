@@ -221,6 +221,7 @@ impl Reader<'_> {
         let mut positional = Vec::new();
         let mut found: Vec<(&'n str, &'n KdlEntry)> = Vec::new();
         for entry in node.entries() {
+            self.annotation(entry);
             match entry.name() {
                 None => positional.push(entry),
                 Some(key) => {
@@ -326,6 +327,40 @@ impl Reader<'_> {
             }
         }
         (positional, Props { entries: found })
+    }
+
+    /// Reports a type annotation on a value (`quota=(Gi)960`): KDL allows them, but the policy
+    /// language gives them no meaning, and reading past one would hide a unit written as one.
+    /// The value itself is still read.
+    fn annotation(&mut self, entry: &KdlEntry) {
+        let Some(ty) = entry.ty() else {
+            return;
+        };
+        let annotation = ty.value();
+        let value = written(entry);
+        let with_unit = format!("{value}{annotation}");
+        let is_number = matches!(entry.value(), KdlValue::Integer(_) | KdlValue::Float(_));
+        // The key as written: a label key keeps its quotes (`"kai.scheduler/node-pool"=…`).
+        let rewrite = |value: &str| match entry.name() {
+            Some(key) => format!("`{}={value}`", key.repr().unwrap_or(key.value())),
+            None => self.rewrite(entry, value),
+        };
+        // Rounded, so that any unit counts (`(m)500` is "500m", half a byte of memory).
+        let unit_like = quantity::parse_rounded(&with_unit, 1000, quantity::Round::Up).is_ok();
+        let help = if is_number && unit_like {
+            let quoted = rewrite(&format!("\"{with_unit}\""));
+            format!("a quantity with a unit is a string: did you mean {quoted}?")
+        } else {
+            format!("remove `({annotation})`: {}", rewrite(&value))
+        };
+        self.error(
+            Code::InvalidValue,
+            format!(
+                "`({annotation})` is a type annotation, which is not part of the policy language"
+            ),
+            self.at(ty.span()).with_text("type annotation"),
+            help,
+        );
     }
 
     /// A node that holds one setting and no block: its entries, reporting any child nodes.
@@ -608,7 +643,13 @@ impl Reader<'_> {
         }
         let e = match quantity::parse_quantity(&text, kind) {
             Ok(v) => {
-                if kind == ResourceKind::Memory && suffix.is_empty() && v > 0 && v < 1 << 20 {
+                // An annotation (`(Gi)960`) was reported with its own help.
+                if kind == ResourceKind::Memory
+                    && suffix.is_empty()
+                    && entry.ty().is_none()
+                    && v > 0
+                    && v < 1 << 20
+                {
                     self.memory_without_unit(entry, what, key, &text);
                 }
                 return Some(Bound::Finite(v));
@@ -1431,6 +1472,7 @@ impl Reader<'_> {
         }
         let mut firsts: Vec<(&str, Label)> = Vec::new();
         for entry in node.entries() {
+            self.annotation(entry);
             let Some(key) = entry.name() else {
                 self.error(
                     Code::UnexpectedArgument,
