@@ -939,8 +939,28 @@ fn suggest_duration(text: &str) -> Option<String> {
     (out != text && quantity::parse_duration(&out).is_ok()).then_some(out)
 }
 
-/// Why `name` is not a DNS-1123 subdomain, if it is not.
+/// Why `name` is not a DNS-1123 subdomain, if it is not: every dot-separated part is a label,
+/// starting and ending with a letter or digit (`a..b` and `a.-b` are not names).
 pub(crate) fn check_dns_subdomain(name: &str) -> Result<(), String> {
+    check_dns_characters(name)?;
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    match name
+        .split('.')
+        .find(|part| !(part.starts_with(alnum) && part.ends_with(alnum)))
+    {
+        Some("") => {
+            Err("it has two dots in a row; each part between dots needs a letter or digit".into())
+        }
+        Some(part) => Err(format!(
+            "its part \"{part}\" must start and end with a letter or digit, as each part between dots must"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Why `name` is not lower-case letters, digits, `-` and `.` starting and ending with a letter
+/// or digit, at most 253 characters, if it is not.
+fn check_dns_characters(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("it is empty".into());
     }
@@ -971,7 +991,7 @@ pub(crate) fn check_dns_subdomain(name: &str) -> Result<(), String> {
 
 /// Why `name` is not a DNS-1123 label (a namespace name), if it is not.
 pub(crate) fn check_dns_label(name: &str) -> Result<(), String> {
-    check_dns_subdomain(name)?;
+    check_dns_characters(name)?;
     if name.contains('.') {
         return Err("it contains '.'".into());
     }
@@ -1052,8 +1072,14 @@ fn suggest_name(name: &str, max: usize) -> Option<String> {
         })
         .collect();
     let cut: String = lowered.chars().take(max).collect();
-    let trimmed = cut.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    (!trimmed.is_empty() && trimmed != name).then(|| trimmed.to_string())
+    // Each part between dots starts and ends with a letter or digit: `a.-b` → `a.b`.
+    let trimmed = cut
+        .split('.')
+        .map(|part| part.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(".");
+    (!trimmed.is_empty() && trimmed != name).then_some(trimmed)
 }
 
 const TOP_LEVEL: &[&str] = &["cluster", "priority-class", "placement", "queue"];
@@ -1613,6 +1639,15 @@ mod tests {
             Some("research-team")
         );
         assert_eq!(suggest_name("ok", 253), None);
+        assert_eq!(suggest_name("a..b", 253).as_deref(), Some("a.b"));
+        assert_eq!(suggest_name("a.-b-.c", 253).as_deref(), Some("a.b.c"));
+        assert!(check_dns_subdomain("team.ml-1.example").is_ok());
+        for bad in ["a..b", "a.-b", "a-.b", "a.", ".a", "-a"] {
+            assert!(
+                check_dns_subdomain(bad).is_err(),
+                "{bad} is not a subdomain"
+            );
+        }
         assert_eq!(suggest_name(&"a".repeat(70), 63), Some("a".repeat(63)));
         assert_eq!(suggest_label("research.ml").as_deref(), Some("research-ml"));
         assert_eq!(suggest_label("ok"), None);
