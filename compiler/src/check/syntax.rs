@@ -54,7 +54,7 @@ pub(super) fn report(file: FileId, text: &str, err: KdlError, diags: &mut Vec<Di
         .collect();
     found.sort_by_key(|r| r.offset);
     // The parser stumbles on past a number it cannot hold (an argument's makes it see an
-    // unclosed block and a stray `}`): the number is the mistake to report.
+    // unclosed block and a stray `}`) or nesting it refuses: that is the mistake to report.
     if found.iter().any(|r| r.code != Code::Syntax) {
         found.retain(|r| r.code != Code::Syntax);
     }
@@ -124,6 +124,21 @@ fn reword(
         help,
     };
     match message {
+        kdl::NESTED_TOO_DEEPLY => Reworded {
+            code: Code::PolicyTooLarge,
+            ..r(
+                offset,
+                len,
+                format!(
+                    "blocks are nested more than {} levels deep",
+                    super::MAX_BRACE_DEPTH
+                ),
+                "too deep",
+                "policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`, \
+                 or a string with a mistake before this place"
+                    .into(),
+            )
+        },
         "No closing '}' for child block" => r(
             offset,
             len,
