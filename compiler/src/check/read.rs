@@ -705,10 +705,30 @@ impl Reader<'_> {
 
     fn duration(&mut self, entry: &KdlEntry) -> Option<Duration> {
         let key = entry.name().map_or("value", |k| k.value()).to_string();
+        if let KdlValue::Integer(n) = entry.value()
+            && let Ok(seconds) = u64::try_from(*n)
+        {
+            self.duration_without_unit(entry, &key, seconds);
+            return None;
+        }
         let text = self.string(entry, &format!("`{key}=\"30m\"`"))?;
         match quantity::parse_duration(&text) {
             Ok(d) => Some(d),
-            Err(_) => {
+            Err(quantity::DurationError::TooLong(_)) => {
+                self.error(
+                    Code::InvalidValue,
+                    format!(
+                        "`{key}` is \"{text}\", longer than ten years, the longest duration a policy may state"
+                    ),
+                    self.at(entry.span()).with_text("too long"),
+                    format!(
+                        "write at most \"{}d\"; min-runtimes and fairness windows are far shorter",
+                        quantity::MAX_DURATION.0 / 86_400
+                    ),
+                );
+                None
+            }
+            Err(quantity::DurationError::Invalid(_)) => {
                 let rule = "a duration is a number and a unit with no space (s, m, h, d or w), combined like \"1h30m\"";
                 let help = match suggest_duration(&text) {
                     Some(s) => format!("did you mean `{key}=\"{s}\"`? {rule}"),
@@ -723,6 +743,28 @@ impl Reader<'_> {
                 None
             }
         }
+    }
+
+    /// `preempt=300`: a duration is a string with a unit, so suggest one that means what the
+    /// number most likely does (seconds), also in its shortest spelling (`"5m"`).
+    fn duration_without_unit(&mut self, entry: &KdlEntry, key: &str, seconds: u64) {
+        let in_seconds = format!("{seconds}s");
+        let shortest = Duration(seconds).to_string();
+        let help = match quantity::parse_duration(&in_seconds) {
+            Ok(_) if shortest != in_seconds => format!(
+                "a duration is a string with a unit: did you mean `{key}=\"{in_seconds}\"`, which is `{key}=\"{shortest}\"`?"
+            ),
+            Ok(_) => format!(
+                "a duration is a string with a unit: did you mean `{key}=\"{in_seconds}\"`?"
+            ),
+            Err(_) => "a duration is a string with a unit, like \"30s\", \"5m\" or \"24h\", of at most ten years".to_string(),
+        };
+        self.error(
+            Code::WrongType,
+            format!("`{key}` must be a string, not {}", describe(entry)),
+            self.at(entry.span()).with_text("expected a string"),
+            help,
+        );
     }
 
     /// One of a fixed set of words; `what` names the set ("placement strategy").
