@@ -259,17 +259,27 @@ pub struct Duration(pub u64);
 
 /// Why a duration was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{0}` is not a duration; write a number and a unit, like \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\""
-)]
-pub struct DurationError(pub String);
+pub enum DurationError {
+    /// Not the duration grammar.
+    #[error(
+        "`{0}` is not a duration; write a number and a unit, like \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\""
+    )]
+    Invalid(String),
+    /// A duration, but longer than [`MAX_DURATION`].
+    #[error("`{0}` is longer than ten years, the longest duration a policy may state")]
+    TooLong(String),
+}
 
 /// The longest duration a policy may state (ten years), far beyond any sensible window.
 const MAX_DURATION_SECONDS: u64 = 10 * 365 * 86_400;
 
+/// [`MAX_DURATION_SECONDS`] as a duration, for messages.
+pub const MAX_DURATION: Duration = Duration(MAX_DURATION_SECONDS);
+
 /// Parses `30s`, `5m`, `24h`, `7d`, `2w` or a sequence like `1h30m`.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError(text.to_string());
+    let err = || DurationError::Invalid(text.to_string());
+    let too_long = || DurationError::TooLong(text.to_string());
     let mut rest = text.trim();
     if rest.is_empty() {
         return Err(err());
@@ -277,10 +287,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let mut total: u64 = 0;
     while !rest.is_empty() {
         let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
-        if digits == 0 || digits > 12 {
+        if digits == 0 {
             return Err(err());
         }
-        let n: u64 = rest[..digits].parse().map_err(|_| err())?;
+        // Digits past what a u64 holds are far over the limit: checked below, once the unit is.
+        let n: u64 = rest[..digits].parse().unwrap_or(u64::MAX);
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
@@ -298,7 +309,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             .checked_mul(seconds)
             .and_then(|s| total.checked_add(s))
             .filter(|&t| t <= MAX_DURATION_SECONDS)
-            .ok_or_else(err)?;
+            .ok_or_else(too_long)?;
     }
     Ok(Duration(total))
 }
@@ -458,6 +469,13 @@ mod tests {
         assert_eq!(Duration(45).to_string(), "45s");
         for bad in ["", "5", "m", "5x", "-5m", "1.5h", "99999999999999d"] {
             assert!(parse_duration(bad).is_err(), "{bad} should be rejected");
+        }
+        assert_eq!(parse_duration("3650d"), Ok(MAX_DURATION));
+        for long in ["3651d", "87601h", "99999999999999999999999d", "3650d1s"] {
+            assert_eq!(
+                parse_duration(long),
+                Err(DurationError::TooLong(long.into()))
+            );
         }
     }
 

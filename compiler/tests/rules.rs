@@ -270,3 +270,27 @@ fn the_diagnostics_reference_shows_every_code() {
         }
     }
 }
+
+/// The brace-depth limit is about blocks: 100,000 real `{` are refused before parsing, at once
+/// and without overflowing the parser's stack.
+#[test]
+fn a_hundred_thousand_nested_blocks_are_refused_quickly() {
+    let text = "a{".repeat(100_000).into_bytes();
+    let started = std::time::Instant::now();
+    let (_, _, checked) = check_temp(&[("deep.kdl", text)]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let codes: Vec<_> = checked.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, [Code::PolicyTooLarge]);
+}
+
+/// A string the parser cannot read (a bad escape) makes it resume inside the string, where the
+/// braces or `/*` the depth scan skipped become nesting: the parser bounds that itself, so these
+/// are errors, never a stack overflow (which aborts the process).
+#[test]
+fn nesting_inside_a_broken_string_cannot_overflow_the_stack() {
+    for inner in ["{", "a{", "/*"] {
+        let text = format!("a \"\\q {}\"\n", inner.repeat(100_000));
+        let (_, _, checked) = check_temp(&[("broken.kdl", text.into_bytes())]);
+        assert!(checked.has_errors(), "{inner}: the file must be rejected");
+    }
+}

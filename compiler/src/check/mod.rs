@@ -323,13 +323,14 @@ fn doc_depth(doc: &KdlDocument) -> usize {
         .unwrap_or(0)
 }
 
-/// The offset of the first `{` (or `/*`) nested deeper than [`MAX_BRACE_DEPTH`].
+/// The offset of the first block `{` (or `/*`) nested deeper than [`MAX_BRACE_DEPTH`].
 ///
-/// The parser recurses once per level, so the count must never come out lower than the parser's,
-/// whatever a stray quote does to where strings seem to start: every `{` counts, even inside a
-/// string or comment, while a `}` there only closes a `{` opened inside the same string or comment.
-/// Strings, raw strings, multi-line strings and nested block comments are tracked as KDL v2 has
-/// them; a single-line string also ends at the line's end.
+/// Braces inside strings, raw strings, multi-line strings and comments are text, not blocks, and
+/// are skipped; these are tracked as KDL v2 has them (escaped quotes, any number of `#`, nested
+/// block comments), and a single-line string also ends at the line's end. Where a mistake makes
+/// the parser read a string differently (it resumes inside a string with a bad escape), it may
+/// nest deeper than this count: the vendored parser bounds its own nesting for that (see
+/// `vendor/kdl/PATCHES.md`), so the scan need not be conservative.
 fn too_deep(text: &str) -> Option<usize> {
     #[derive(PartialEq)]
     enum In {
@@ -342,17 +343,19 @@ fn too_deep(text: &str) -> Option<usize> {
     }
     let b = text.as_bytes();
     let at = |i: usize, s: &[u8]| b[i..].starts_with(s);
-    let (mut depth, mut floor, mut i, mut mode) = (0usize, 0usize, 0usize, In::Code);
+    let (mut depth, mut i, mut mode) = (0usize, 0usize, In::Code);
     while i < b.len() {
-        match b[i] {
-            b'{' => {
-                depth += 1;
-                if depth > MAX_BRACE_DEPTH {
-                    return Some(i);
+        if mode == In::Code {
+            match b[i] {
+                b'{' => {
+                    depth += 1;
+                    if depth > MAX_BRACE_DEPTH {
+                        return Some(i);
+                    }
                 }
+                b'}' => depth = depth.saturating_sub(1),
+                _ => {}
             }
-            b'}' if depth > floor => depth -= 1,
-            _ => {}
         }
         let (next, end) = match mode {
             In::Code => {
@@ -426,7 +429,6 @@ fn too_deep(text: &str) -> Option<usize> {
             _ => (None, 1),
         };
         if let Some(next) = next {
-            floor = if next == In::Code { 0 } else { depth };
             mode = next;
         }
         // No step of more than one byte passes over a brace.

@@ -93,8 +93,12 @@ impl<'n> Props<'n> {
     }
 }
 
-fn describe(value: &KdlValue) -> String {
-    match value {
+fn describe(entry: &KdlEntry) -> String {
+    match entry.value() {
+        // A literal beyond a float's range (`1e400`) reads as infinite: name it as written.
+        KdlValue::Float(f) if !f.is_finite() && !is_keyword(entry) => {
+            format!("the number {}", written(entry))
+        }
         KdlValue::String(s) => format!("the string \"{s}\""),
         KdlValue::Integer(i) => format!("the number {i}"),
         KdlValue::Float(f) if f.is_nan() => "#nan".to_string(),
@@ -109,6 +113,20 @@ fn describe(value: &KdlValue) -> String {
         KdlValue::Bool(b) => format!("#{b}"),
         KdlValue::Null => "#null".to_string(),
     }
+}
+
+/// Whether the value is written as a keyword (`#inf`, `#nan`) rather than a literal: a number
+/// literal too large for a float (`1e400`) also reads as infinite, but is not `#inf`.
+fn is_keyword(entry: &KdlEntry) -> bool {
+    written(entry).starts_with('#')
+}
+
+/// Whether a float literal has a non-zero digit before its exponent: `1e-400` is not 0, even
+/// though it reads as 0.
+fn is_nonzero_literal(entry: &KdlEntry) -> bool {
+    let text = written(entry);
+    let mantissa = text.split(['e', 'E']).next().unwrap_or("");
+    mantissa.contains(|c: char| ('1'..='9').contains(&c))
 }
 
 /// The value as the author wrote it (`"960Gi"`, `1e3`, `#inf`).
@@ -203,6 +221,7 @@ impl Reader<'_> {
         let mut positional = Vec::new();
         let mut found: Vec<(&'n str, &'n KdlEntry)> = Vec::new();
         for entry in node.entries() {
+            self.annotation(entry);
             match entry.name() {
                 None => positional.push(entry),
                 Some(key) => {
@@ -256,10 +275,7 @@ impl Reader<'_> {
                     };
                     self.error(
                         Code::UnexpectedArgument,
-                        format!(
-                            "`{name}` takes no arguments, but has {}",
-                            describe(extra.value())
-                        ),
+                        format!("`{name}` takes no arguments, but has {}", describe(extra)),
                         self.at(extra.span()).with_text("unexpected argument"),
                         help,
                     );
@@ -291,7 +307,7 @@ impl Reader<'_> {
                         Code::UnexpectedArgument,
                         format!(
                             "`{name}` takes {what}, but has a second argument, {}",
-                            describe(extra.value())
+                            describe(extra)
                         ),
                         self.at(extra.span()).with_text("extra argument"),
                         help,
@@ -311,6 +327,40 @@ impl Reader<'_> {
             }
         }
         (positional, Props { entries: found })
+    }
+
+    /// Reports a type annotation on a value (`quota=(Gi)960`): KDL allows them, but the policy
+    /// language gives them no meaning, and reading past one would hide a unit written as one.
+    /// The value itself is still read.
+    fn annotation(&mut self, entry: &KdlEntry) {
+        let Some(ty) = entry.ty() else {
+            return;
+        };
+        let annotation = ty.value();
+        let value = written(entry);
+        let with_unit = format!("{value}{annotation}");
+        let is_number = matches!(entry.value(), KdlValue::Integer(_) | KdlValue::Float(_));
+        // The key as written: a label key keeps its quotes (`"kai.scheduler/node-pool"=…`).
+        let rewrite = |value: &str| match entry.name() {
+            Some(key) => format!("`{}={value}`", key.repr().unwrap_or(key.value())),
+            None => self.rewrite(entry, value),
+        };
+        // Rounded, so that any unit counts (`(m)500` is "500m", half a byte of memory).
+        let unit_like = quantity::parse_rounded(&with_unit, 1000, quantity::Round::Up).is_ok();
+        let help = if is_number && unit_like {
+            let quoted = rewrite(&format!("\"{with_unit}\""));
+            format!("a quantity with a unit is a string: did you mean {quoted}?")
+        } else {
+            format!("remove `({annotation})`: {}", rewrite(&value))
+        };
+        self.error(
+            Code::InvalidValue,
+            format!(
+                "`({annotation})` is a type annotation, which is not part of the policy language"
+            ),
+            self.at(ty.span()).with_text("type annotation"),
+            help,
+        );
     }
 
     /// A node that holds one setting and no block: its entries, reporting any child nodes.
@@ -410,7 +460,7 @@ impl Reader<'_> {
         };
         self.error(
             Code::WrongType,
-            format!("{what} must be {expected}, not {}", describe(entry.value())),
+            format!("{what} must be {expected}, not {}", describe(entry)),
             self.at(entry.span())
                 .with_text(format!("expected {expected}")),
             help,
@@ -446,15 +496,13 @@ impl Reader<'_> {
         match entry.value() {
             KdlValue::Integer(i) if (min as i128..=max as i128).contains(i) => Some(*i as i64),
             KdlValue::Integer(i) => {
-                let what = self.subject(entry);
+                let (message, help) =
+                    out_of_range(&self.subject(entry), &i.to_string(), (min, max), why);
                 self.error(
                     Code::InvalidValue,
-                    format!("{what} is {i}, out of range: it must be from {min} to {max}"),
+                    message,
                     self.at(entry.span()).with_text("out of range"),
-                    match why {
-                        Some(why) => format!("use a whole number from {min} to {max}: {why}"),
-                        None => format!("use a whole number from {min} to {max}"),
-                    },
+                    help,
                 );
                 None
             }
@@ -485,16 +533,28 @@ impl Reader<'_> {
                 return None;
             }
         };
-        if !(0.0..=1e9).contains(&value) {
+        if value == 0.0 && is_nonzero_literal(entry) {
             let what = self.subject(entry);
+            let key = entry.name().map_or("value", |k| k.value());
             self.error(
                 Code::InvalidQuantity,
                 format!(
-                    "{what} must be a number from 0 to 1e9, not {}",
+                    "{what} is {}, too small to be told apart from 0",
                     written(entry)
                 ),
+                self.at(entry.span()).with_text("too small"),
+                format!("write `{key}=0` if 0 is meant, or a number of at least 1e-300"),
+            );
+            return None;
+        }
+        if !(0.0..=MAX_WEIGHT).contains(&value) {
+            let (message, help) =
+                weight_out_of_range(&self.subject(entry), &written(entry), example);
+            self.error(
+                Code::InvalidQuantity,
+                message,
                 self.at(entry.span()).with_text("out of range"),
-                format!("write a plain non-negative number, like {example}"),
+                help,
             );
             return None;
         }
@@ -520,8 +580,11 @@ impl Reader<'_> {
             );
             None
         };
+        // Only the keywords mean unlimited or not-a-number: a literal such as `1e400` reads as
+        // infinite too, and is read from its text below like any other number.
+        let keyword = is_keyword(entry);
         let text = match entry.value() {
-            KdlValue::Float(f) if f.is_infinite() && *f > 0.0 => {
+            KdlValue::Float(f) if keyword && f.is_infinite() && *f > 0.0 => {
                 if unlimited_ok {
                     return Some(Bound::Unlimited);
                 }
@@ -534,14 +597,14 @@ impl Reader<'_> {
                     ),
                 );
             }
-            KdlValue::Float(f) if f.is_nan() => {
+            KdlValue::Float(f) if keyword && f.is_nan() => {
                 return invalid(
                     self,
                     format!("the {what} cannot be #nan"),
                     format!("write an amount, like {}", quantity_example(kind, key)),
                 );
             }
-            KdlValue::Float(f) if f.is_infinite() => {
+            KdlValue::Float(f) if keyword && f.is_infinite() => {
                 let help = if unlimited_ok {
                     format!("write `{key}=#inf` for no bound, or an amount of 0 or more")
                 } else {
@@ -580,7 +643,13 @@ impl Reader<'_> {
         }
         let e = match quantity::parse_quantity(&text, kind) {
             Ok(v) => {
-                if kind == ResourceKind::Memory && suffix.is_empty() && v > 0 && v < 1 << 20 {
+                // An annotation (`(Gi)960`) was reported with its own help.
+                if kind == ResourceKind::Memory
+                    && suffix.is_empty()
+                    && entry.ty().is_none()
+                    && v > 0
+                    && v < 1 << 20
+                {
                     self.memory_without_unit(entry, what, key, &text);
                 }
                 return Some(Bound::Finite(v));
@@ -598,10 +667,7 @@ impl Reader<'_> {
                     format!("KAI writes unlimited as -1; here write `{key}=#inf`")
                 },
             ),
-            QuantityError::Negative => (
-                format!("the {what} cannot be negative: {shown}"),
-                "quantities count resources: use 0 or more".to_string(),
-            ),
+            QuantityError::Negative => negative(what, &shown),
             QuantityError::Unparsable(_) => (
                 format!("the {what} {shown} is not a Kubernetes quantity"),
                 match suggest_quantity(&text, kind) {
@@ -617,18 +683,7 @@ impl Reader<'_> {
                     ResourceKind::Memory => "memory is counted in bytes: round to a whole number of bytes".to_string(),
                 },
             ),
-            QuantityError::TooLarge(_) => {
-                let max = quantity::MAX_AMOUNT / kind.scale() as i64 * kind.scale() as i64;
-                let largest = quantity::format_quantity(max, kind);
-                (
-                    format!("the {what} {shown} is too large"),
-                    if unlimited_ok {
-                        format!("the largest {} amount is {largest}; write `{key}=#inf` for no bound", kind.name())
-                    } else {
-                        format!("the largest {} amount is {largest}", kind.name())
-                    },
-                )
-            }
+            QuantityError::TooLarge(_) => too_large(what, &shown, kind, key, unlimited_ok),
         };
         invalid(self, message, help)
     }
@@ -650,10 +705,30 @@ impl Reader<'_> {
 
     fn duration(&mut self, entry: &KdlEntry) -> Option<Duration> {
         let key = entry.name().map_or("value", |k| k.value()).to_string();
+        if let KdlValue::Integer(n) = entry.value()
+            && let Ok(seconds) = u64::try_from(*n)
+        {
+            self.duration_without_unit(entry, &key, seconds);
+            return None;
+        }
         let text = self.string(entry, &format!("`{key}=\"30m\"`"))?;
         match quantity::parse_duration(&text) {
             Ok(d) => Some(d),
-            Err(_) => {
+            Err(quantity::DurationError::TooLong(_)) => {
+                self.error(
+                    Code::InvalidValue,
+                    format!(
+                        "`{key}` is \"{text}\", longer than ten years, the longest duration a policy may state"
+                    ),
+                    self.at(entry.span()).with_text("too long"),
+                    format!(
+                        "write at most \"{}d\"; min-runtimes and fairness windows are far shorter",
+                        quantity::MAX_DURATION.0 / 86_400
+                    ),
+                );
+                None
+            }
+            Err(quantity::DurationError::Invalid(_)) => {
                 let rule = "a duration is a number and a unit with no space (s, m, h, d or w), combined like \"1h30m\"";
                 let help = match suggest_duration(&text) {
                     Some(s) => format!("did you mean `{key}=\"{s}\"`? {rule}"),
@@ -668,6 +743,28 @@ impl Reader<'_> {
                 None
             }
         }
+    }
+
+    /// `preempt=300`: a duration is a string with a unit, so suggest one that means what the
+    /// number most likely does (seconds), also in its shortest spelling (`"5m"`).
+    fn duration_without_unit(&mut self, entry: &KdlEntry, key: &str, seconds: u64) {
+        let in_seconds = format!("{seconds}s");
+        let shortest = Duration(seconds).to_string();
+        let help = match quantity::parse_duration(&in_seconds) {
+            Ok(_) if shortest != in_seconds => format!(
+                "a duration is a string with a unit: did you mean `{key}=\"{in_seconds}\"`, which is `{key}=\"{shortest}\"`?"
+            ),
+            Ok(_) => format!(
+                "a duration is a string with a unit: did you mean `{key}=\"{in_seconds}\"`?"
+            ),
+            Err(_) => "a duration is a string with a unit, like \"30s\", \"5m\" or \"24h\", of at most ten years".to_string(),
+        };
+        self.error(
+            Code::WrongType,
+            format!("`{key}` must be a string, not {}", describe(entry)),
+            self.at(entry.span()).with_text("expected a string"),
+            help,
+        );
     }
 
     /// One of a fixed set of words; `what` names the set ("placement strategy").
@@ -741,6 +838,72 @@ impl Reader<'_> {
         }
         Some(text)
     }
+}
+
+/// The values a priority class may have, and why not higher.
+pub(super) const PRIORITY_CLASS_VALUES: (i64, i64) = (-2_147_483_648, 1_000_000_000);
+pub(super) const PRIORITY_CLASS_WHY: &str =
+    "Kubernetes keeps values above 1000000000 for its own system classes";
+/// The values a queue's `priority` may have.
+pub(super) const QUEUE_PRIORITIES: (i64, i64) = (-1_000_000_000, 1_000_000_000);
+/// The values `max-gpus-per-node` may have.
+pub(super) const GPUS_PER_NODE: (i64, i64) = (1, 1024);
+/// The largest `weight` (and fairness `k`).
+pub(super) const MAX_WEIGHT: f64 = 1e9;
+
+/// Message and help for a whole number outside `min..=max`; `what` names the setting.
+pub(super) fn out_of_range(
+    what: &str,
+    shown: &str,
+    (min, max): (i64, i64),
+    why: Option<&str>,
+) -> (String, String) {
+    (
+        format!("{what} is {shown}, out of range: it must be from {min} to {max}"),
+        match why {
+            Some(why) => format!("use a whole number from {min} to {max}: {why}"),
+            None => format!("use a whole number from {min} to {max}"),
+        },
+    )
+}
+
+/// Message and help for a weight outside 0..=1e9; `example` is like "`weight=2`".
+pub(super) fn weight_out_of_range(what: &str, shown: &str, example: &str) -> (String, String) {
+    (
+        format!("{what} must be a number from 0 to 1e9, not {shown}"),
+        format!("write a plain non-negative number, like {example}"),
+    )
+}
+
+/// Message and help for a negative amount; `what` is like "gpu quota".
+pub(super) fn negative(what: &str, shown: &str) -> (String, String) {
+    (
+        format!("the {what} cannot be negative: {shown}"),
+        "quantities count resources: use 0 or more".to_string(),
+    )
+}
+
+/// Message and help for an amount above the largest we store; `what` is like "gpu quota".
+pub(super) fn too_large(
+    what: &str,
+    shown: &str,
+    kind: ResourceKind,
+    key: &str,
+    unlimited_ok: bool,
+) -> (String, String) {
+    let max = quantity::MAX_AMOUNT / kind.scale() as i64 * kind.scale() as i64;
+    let largest = quantity::format_quantity(max, kind);
+    (
+        format!("the {what} {shown} is too large"),
+        if unlimited_ok {
+            format!(
+                "the largest {} amount is {largest}; write `{key}=#inf` for no bound",
+                kind.name()
+            )
+        } else {
+            format!("the largest {} amount is {largest}", kind.name())
+        },
+    )
 }
 
 /// Suffixes that scale bytes (or counts by thousands): never part of a GPU count. `m` (milli)
@@ -818,8 +981,28 @@ fn suggest_duration(text: &str) -> Option<String> {
     (out != text && quantity::parse_duration(&out).is_ok()).then_some(out)
 }
 
-/// Why `name` is not a DNS-1123 subdomain, if it is not.
+/// Why `name` is not a DNS-1123 subdomain, if it is not: every dot-separated part is a label,
+/// starting and ending with a letter or digit (`a..b` and `a.-b` are not names).
 pub(crate) fn check_dns_subdomain(name: &str) -> Result<(), String> {
+    check_dns_characters(name)?;
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    match name
+        .split('.')
+        .find(|part| !(part.starts_with(alnum) && part.ends_with(alnum)))
+    {
+        Some("") => {
+            Err("it has two dots in a row; each part between dots needs a letter or digit".into())
+        }
+        Some(part) => Err(format!(
+            "its part \"{part}\" must start and end with a letter or digit, as each part between dots must"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Why `name` is not lower-case letters, digits, `-` and `.` starting and ending with a letter
+/// or digit, at most 253 characters, if it is not.
+fn check_dns_characters(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("it is empty".into());
     }
@@ -850,7 +1033,7 @@ pub(crate) fn check_dns_subdomain(name: &str) -> Result<(), String> {
 
 /// Why `name` is not a DNS-1123 label (a namespace name), if it is not.
 pub(crate) fn check_dns_label(name: &str) -> Result<(), String> {
-    check_dns_subdomain(name)?;
+    check_dns_characters(name)?;
     if name.contains('.') {
         return Err("it contains '.'".into());
     }
@@ -931,8 +1114,14 @@ fn suggest_name(name: &str, max: usize) -> Option<String> {
         })
         .collect();
     let cut: String = lowered.chars().take(max).collect();
-    let trimmed = cut.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    (!trimmed.is_empty() && trimmed != name).then(|| trimmed.to_string())
+    // Each part between dots starts and ends with a letter or digit: `a.-b` → `a.b`.
+    let trimmed = cut
+        .split('.')
+        .map(|part| part.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(".");
+    (!trimmed.is_empty() && trimmed != name).then_some(trimmed)
 }
 
 const TOP_LEVEL: &[&str] = &["cluster", "priority-class", "placement", "queue"];
@@ -1122,9 +1311,9 @@ impl Reader<'_> {
         let value = match props.get("value") {
             Some(e) => self.int(
                 e,
-                (-2_147_483_648, 1_000_000_000),
+                PRIORITY_CLASS_VALUES,
                 "`value=500`",
-                Some("Kubernetes keeps values above 1000000000 for its own system classes"),
+                Some(PRIORITY_CLASS_WHY),
             ),
             None => {
                 self.error(
@@ -1173,7 +1362,7 @@ impl Reader<'_> {
             let (args, _) = self.setting(n, Args::One, &[]);
             decl_max = args
                 .first()
-                .and_then(|e| self.int(e, (1, 1024), "`max-gpus-per-node 2`", None))
+                .and_then(|e| self.int(e, GPUS_PER_NODE, "`max-gpus-per-node 2`", None))
                 .map(|v| v as u32);
         }
         let (mut required, mut preferred) = (None, None);
@@ -1233,7 +1422,7 @@ impl Reader<'_> {
             .and_then(|e| self.string(e, "`display-name=\"Research\"`"));
         let priority = props
             .get("priority")
-            .and_then(|e| self.int(e, (-1_000_000_000, 1_000_000_000), "`priority=100`", None))
+            .and_then(|e| self.int(e, QUEUE_PRIORITIES, "`priority=100`", None))
             .map_or(100, |p| p as i32);
         let parent = props
             .get("parent")
@@ -1351,12 +1540,13 @@ impl Reader<'_> {
         }
         let mut firsts: Vec<(&str, Label)> = Vec::new();
         for entry in node.entries() {
+            self.annotation(entry);
             let Some(key) = entry.name() else {
                 self.error(
                     Code::UnexpectedArgument,
                     format!(
                         "`{node_name}` takes only key=value pairs, but has {}",
-                        describe(entry.value())
+                        describe(entry)
                     ),
                     self.at(entry.span()).with_text("not key=value"),
                     format!("write each {what} as \"key\"=\"value\": {example}"),
@@ -1491,6 +1681,15 @@ mod tests {
             Some("research-team")
         );
         assert_eq!(suggest_name("ok", 253), None);
+        assert_eq!(suggest_name("a..b", 253).as_deref(), Some("a.b"));
+        assert_eq!(suggest_name("a.-b-.c", 253).as_deref(), Some("a.b.c"));
+        assert!(check_dns_subdomain("team.ml-1.example").is_ok());
+        for bad in ["a..b", "a.-b", "a-.b", "a.", ".a", "-a"] {
+            assert!(
+                check_dns_subdomain(bad).is_err(),
+                "{bad} is not a subdomain"
+            );
+        }
         assert_eq!(suggest_name(&"a".repeat(70), 63), Some("a".repeat(63)));
         assert_eq!(suggest_label("research.ml").as_deref(), Some("research-ml"));
         assert_eq!(suggest_label("ok"), None);

@@ -18,6 +18,8 @@ const V1_KEYWORDS: &[&str] = &["true", "false", "null", "inf", "-inf", "nan"];
 
 /// One parser error, reworded.
 struct Reworded {
+    /// [`Code::Syntax`], unless the text is valid KDL the parser cannot hold (a huge number).
+    code: Code,
     offset: usize,
     len: usize,
     message: String,
@@ -51,6 +53,11 @@ pub(super) fn report(file: FileId, text: &str, err: KdlError, diags: &mut Vec<Di
         })
         .collect();
     found.sort_by_key(|r| r.offset);
+    // The parser stumbles on past a number it cannot hold (an argument's makes it see an
+    // unclosed block and a stray `}`) or nesting it refuses: that is the mistake to report.
+    if found.iter().any(|r| r.code != Code::Syntax) {
+        found.retain(|r| r.code != Code::Syntax);
+    }
     // One mistake often makes the parser stumble several times on the same line (a KDL v1 raw
     // string, say); the first report is the one that names the mistake.
     let mut last_line = None;
@@ -65,7 +72,7 @@ pub(super) fn report(file: FileId, text: &str, err: KdlError, diags: &mut Vec<Di
         last_line = Some(line);
         diags.push(
             Diagnostic::error(
-                Code::Syntax,
+                r.code,
                 r.message,
                 Label::new(file, r.offset, r.len).with_text(r.label),
             )
@@ -109,6 +116,7 @@ fn reword(
     let end = boundary(text, offset + len);
     let spanned = &text[offset..end];
     let r = |offset: usize, len: usize, message: String, label: &str, help: String| Reworded {
+        code: Code::Syntax,
         offset,
         len,
         message,
@@ -116,6 +124,21 @@ fn reword(
         help,
     };
     match message {
+        kdl::NESTED_TOO_DEEPLY => Reworded {
+            code: Code::PolicyTooLarge,
+            ..r(
+                offset,
+                len,
+                format!(
+                    "blocks are nested more than {} levels deep",
+                    super::MAX_BRACE_DEPTH
+                ),
+                "too deep",
+                "policies nest a few levels (cluster, queue, sub-queue); look for unbalanced `{`, \
+                 or a string with a mistake before this place"
+                    .into(),
+            )
+        },
         "No closing '}' for child block" => r(
             offset,
             len,
@@ -130,14 +153,22 @@ fn reword(
             "unmatched `}`",
             "remove it, or add the `{` it was meant to close".into(),
         ),
-        "Expected end of document" => r(
-            offset,
-            junk_end(text, offset) - offset,
-            "unexpected text after the end of a node".into(),
-            "a new line or `;` is needed before this",
-            "a node ends at the end of its line or at `;`: start the next node on a new line"
-                .into(),
-        ),
+        "Expected end of document" => {
+            // `max-gpus-per-node 1000…0`: an argument the parser could not read as a number.
+            let word_start = offset + (spanned.len() - spanned.trim_start().len());
+            let word = &text[word_start..junk_end(text, word_start)];
+            if let Some(huge) = huge_integer(text, (word_start, word.len()), None, word) {
+                return huge;
+            }
+            r(
+                offset,
+                junk_end(text, offset) - offset,
+                "unexpected text after the end of a node".into(),
+                "a new line or `;` is needed before this",
+                "a node ends at the end of its line or at `;`: start the next node on a new line"
+                    .into(),
+            )
+        }
         "Expected property value" => property_value(text, end, help),
         "Expected identifier string" => {
             let word = &text[offset..junk_end(text, offset)];
@@ -205,6 +236,9 @@ fn property_value(text: &str, stop: usize, help: Option<String>) -> Reworded {
     let word = &text[start..end];
     let (key, value) = word.split_once('=').unwrap_or((word, ""));
     let value = value.trim_start();
+    if let Some(huge) = huge_integer(text, (start, end - start), Some(key), value) {
+        return huge;
+    }
     let (message, label, help) = if value.is_empty() {
         (
             format!("`{key}=` has no value"),
@@ -244,6 +278,7 @@ fn property_value(text: &str, stop: usize, help: Option<String>) -> Reworded {
         )
     };
     Reworded {
+        code: Code::Syntax,
         offset: start,
         len: end - start,
         message,
@@ -279,12 +314,125 @@ fn bare_value(offset: usize, word: &str, help: Option<String>) -> Reworded {
         )
     };
     Reworded {
+        code: Code::Syntax,
         offset,
         len: word.len(),
         message,
         label: label.to_string(),
         help,
     }
+}
+
+/// Whether `word` is a KDL integer literal (`-12_345`, `0x1F`, `0o17`, `0b101`). The parser
+/// holds integers in 128 bits and fails on longer ones, though they are valid KDL.
+fn is_integer_literal(word: &str) -> bool {
+    let unsigned = word.strip_prefix(['+', '-']).unwrap_or(word);
+    let (digits, radix) = match unsigned.get(..2) {
+        Some("0x") => (&unsigned[2..], 16),
+        Some("0o") => (&unsigned[2..], 8),
+        Some("0b") => (&unsigned[2..], 2),
+        _ => (unsigned, 10),
+    };
+    digits.starts_with(|c: char| c.is_digit(radix))
+        && digits.chars().all(|c| c.is_digit(radix) || c == '_')
+}
+
+/// An integer literal too long for the parser (`quota=1000…0`, beyond 128 bits), spanning
+/// `(start, len)` in `text` as `key=word` (or an argument, with no key): reported as the checker reports a number
+/// out of range for the setting it is written for, which the line's node name tells.
+fn huge_integer(
+    text: &str,
+    (start, len): (usize, usize),
+    key: Option<&str>,
+    word: &str,
+) -> Option<Reworded> {
+    use super::read::{
+        GPUS_PER_NODE, PRIORITY_CLASS_VALUES, PRIORITY_CLASS_WHY, QUEUE_PRIORITIES, negative,
+        out_of_range, too_large, weight_out_of_range,
+    };
+    use crate::quantity::ResourceKind;
+    if !is_integer_literal(word) {
+        return None;
+    }
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let node = text[line_start..start]
+        .rsplit(['{', ';'])
+        .next()
+        .and_then(|n| n.split_whitespace().next())
+        .unwrap_or("");
+    let kind = |name: &str| ResourceKind::ALL.into_iter().find(|k| k.name() == name);
+    let negative_word = word.starts_with('-');
+    let (code, label, (message, help)) = match (node, key) {
+        (_, Some(key @ ("quota" | "limit"))) if kind(node).is_some() => {
+            let what = format!("{node} {key}");
+            if negative_word {
+                (
+                    Code::InvalidQuantity,
+                    "invalid quantity",
+                    negative(&what, word),
+                )
+            } else {
+                let kind = kind(node)?;
+                let r = too_large(&what, word, kind, key, true);
+                (Code::InvalidQuantity, "invalid quantity", r)
+            }
+        }
+        ("capacity", Some(key)) if kind(key).is_some() => {
+            let what = format!("{key} capacity");
+            if negative_word {
+                (
+                    Code::InvalidQuantity,
+                    "invalid quantity",
+                    negative(&what, word),
+                )
+            } else {
+                let r = too_large(&what, word, kind(key)?, key, false);
+                (Code::InvalidQuantity, "invalid quantity", r)
+            }
+        }
+        (_, Some(key @ ("weight" | "k"))) => {
+            let example = format!("`{key}=2`");
+            let r = weight_out_of_range(&format!("`{key}`"), word, &example);
+            (Code::InvalidQuantity, "out of range", r)
+        }
+        ("priority-class", Some("value")) => {
+            let r = out_of_range(
+                "`value`",
+                word,
+                PRIORITY_CLASS_VALUES,
+                Some(PRIORITY_CLASS_WHY),
+            );
+            (Code::InvalidValue, "out of range", r)
+        }
+        ("queue", Some("priority")) => {
+            let r = out_of_range("`priority`", word, QUEUE_PRIORITIES, None);
+            (Code::InvalidValue, "out of range", r)
+        }
+        ("max-gpus-per-node", None) => {
+            let what = "the value of `max-gpus-per-node`";
+            (
+                Code::InvalidValue,
+                "out of range",
+                out_of_range(what, word, GPUS_PER_NODE, None),
+            )
+        }
+        _ => (
+            Code::InvalidValue,
+            "too large",
+            (
+                format!("the number {word} is too large: no setting takes a number this long"),
+                "write the number that is meant; names and other text go in quotes".to_string(),
+            ),
+        ),
+    };
+    Some(Reworded {
+        code,
+        offset: start,
+        len,
+        message,
+        label: label.to_string(),
+        help,
+    })
 }
 
 fn v1_keyword(word: &str) -> (String, &'static str, String) {

@@ -194,6 +194,9 @@ pub use identifier::*;
 pub use node::*;
 // pub use query::*;
 pub use value::*;
+// kai-policy patch: the message of the parser's error for nesting past its bound, so that a
+// caller can tell it from a syntax error.
+pub use v2_parser::NESTED_TOO_DEEPLY;
 
 mod document;
 mod entry;

@@ -756,11 +756,52 @@ fn around_children_test() {
     assert!(slashdashed_children.parse(new_input("/- { bar }")).is_ok());
 }
 
+// kai-policy patch: a bound on the parser's recursion. Each child block and each nested `/*`
+// costs several stack frames, and running out of stack aborts the process. No scan of the text
+// before parsing can bound this: after an error (a bad escape in a string, say) the parser
+// resumes inside what was a string, and reads the braces there as blocks.
+const MAX_NESTING: usize = 256;
+
+/// The message of the error for nesting deeper than [`MAX_NESTING`].
+pub const NESTED_TOO_DEEPLY: &str = "Blocks or comments nested too deeply";
+
+thread_local! {
+    static NESTING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of nesting, held while the parser is inside it.
+struct Nested;
+
+impl Nested {
+    /// Enters a level that was opened at `opened`, or fails (without recovery) past the bound.
+    fn enter(opened: usize) -> PResult<Nested> {
+        let depth = NESTING.with(|n| n.get());
+        if depth >= MAX_NESTING {
+            return Err(ErrMode::Cut(KdlParseError {
+                message: Some(NESTED_TOO_DEEPLY.into()),
+                span: Some((opened..opened + 1).into()),
+                label: Some("nesting depth".into()),
+                help: None,
+                severity: Some(Severity::Error),
+            }));
+        }
+        NESTING.with(|n| n.set(depth + 1));
+        Ok(Nested)
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
 /// `node-children := '{' nodes final-node? '}'`
 fn node_children(input: &mut Input<'_>) -> PResult<KdlDocument> {
     let _before_open = input.checkpoint();
     let _before_open_loc = input.current_token_start();
     "{".parse_next(input)?;
+    let _nested = Nested::enter(_before_open_loc)?;
     let _after_open_loc = input.previous_token_end();
     let ns = trace("child nodes", nodes).parse_next(input)?;
     let _after_nodes = input.checkpoint();
@@ -1670,7 +1711,9 @@ fn single_line_comment(input: &mut Input<'_>) -> PResult<()> {
 
 /// `multi-line-comment := '/*' commented-block`
 fn multi_line_comment(input: &mut Input<'_>) -> PResult<()> {
+    let opened = input.current_token_start();
     "/*".parse_next(input)?;
+    let _nested = Nested::enter(opened)?;
     cut_err(commented_block)
         .context(cx().lbl("closing of multi-line comment"))
         .parse_next(input)
