@@ -146,11 +146,12 @@ fn an_unreadable_cluster_file_exits_2_and_an_unreadable_object_is_skipped_with_a
         dir.path(),
         &[(
             "cluster.yaml",
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nb\n  namespace: ds-analytics\n  annotations: {gpu-fraction: \"1.5\"}\nspec:\n  schedulerName: kai-scheduler\n  containers: [{name: c}]\n",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nb\n  namespace: ds-analytics\n  annotations: {gpu-fraction: \"1.5\"}\nspec:\n  schedulerName: kai-scheduler\n  containers: [{name: c}]\n---\napiVersion: v1\nkind: Node\nmetadata: {name: gpu-01}\nstatus:\n  allocatable: {nvidia.com/gpu: \"8\", cpu: \"64\", memory: 512Gi}\n",
         )],
     );
     // One object that cannot be read no longer rejects the file (a real cluster's dump always
     // holds something odd): it is skipped, with a note naming it and the field, and the rest runs.
+    // (The file had no node until a file with nothing usable came to be refused, below.)
     let run = kai_scheduler(dir.path(), &["simulate", "--cluster", "cluster.yaml"]);
     assert_eq!(run.status, 0, "{run:?}");
     assert_eq!(
@@ -170,6 +171,24 @@ fn an_unreadable_cluster_file_exits_2_and_an_unreadable_object_is_skipped_with_a
     );
     assert_eq!(run.status, 2, "{run:?}");
     assert!(run.stderr.contains("nowhere"), "{}", run.stderr);
+}
+
+#[test]
+fn a_cluster_file_with_no_nodes_and_no_pods_is_refused() {
+    let dir = temp();
+    copy_example(dir.path());
+    for (name, text) in [("empty.yaml", ""), ("other.yaml", "foo: bar\n")] {
+        write_files(dir.path(), &[(name, text)]);
+        let run = kai_scheduler(dir.path(), &["simulate", "--cluster", name]);
+        assert_eq!(run.status, 2, "{name}: {run:?}");
+        assert!(
+            run.stderr
+                .contains(&format!("{name} holds no nodes and no pods"))
+                && run.stderr.contains("kubectl get nodes,pods"),
+            "{name}: {}",
+            run.stderr
+        );
+    }
 }
 
 #[test]

@@ -139,8 +139,9 @@ struct RunArgs {
     /// or `password` (an HTTPS token) with an optional `username`.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["ssh_key", "git_token_file"])]
     git_credentials: Option<PathBuf>,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = Format::Human)]
+    /// Log format: `human`, one line per event as people read it, or `json`, one JSON object
+    /// per line for a log collector.
+    #[arg(long, value_enum, default_value_t = Format::Human, hide_possible_values = true)]
     log_format: Format,
 }
 
@@ -553,6 +554,8 @@ fn policy_from_folder(folder: &std::path::Path, format: Format) -> Result<Option
 /// a KP0000 diagnostic naming the file, so stdout is one JSON document also then.
 struct Failure {
     message: String,
+    /// How to fix it, for people (the document carries it for programs).
+    help: String,
     document: CannotRun,
 }
 
@@ -560,12 +563,17 @@ impl Failure {
     fn new(file: &str, message: String, help: &str) -> Self {
         let mut document = CannotRun::default();
         document.add(file, message.clone(), help);
-        Failure { message, document }
+        Failure {
+            message,
+            help: help.to_string(),
+            document,
+        }
     }
 
     fn of_error(path: &std::path::Path, error: &CliError) -> Self {
         Failure {
             message: error.to_string(),
+            help: error.help().to_string(),
             document: CannotRun::of_error(path, error),
         }
     }
@@ -583,7 +591,7 @@ fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
             print_stdout(&failure.document.json());
             Ok(EXIT_FAILURE)
         }
-        Err(failure) => Err(failure.message),
+        Err(failure) => Err(format!("{}\nhelp: {}", failure.message, failure.help)),
     }
 }
 
@@ -623,6 +631,15 @@ fn simulate_cluster(args: &SimulateArgs) -> Result<u8, Failure> {
     for note in &file.notes {
         eprintln!("note: {}: {note}", args.cluster.display());
     }
+    if file.snapshot.nodes.is_empty() && file.snapshot.pods.is_empty() {
+        // Nothing to schedule on and nothing to schedule: an empty file, or one that is not a
+        // cluster at all. Running cycles over it would only print an empty table.
+        return Err(Failure::new(
+            &args.cluster.display().to_string(),
+            format!("{} holds no nodes and no pods", args.cluster.display()),
+            "give the cluster as `kubectl get nodes,pods,podgroups.scheduling.run.ai -A -o yaml` prints it (a List, or documents with kind Node and Pod); the notes above say what was skipped",
+        ));
+    }
     let start = match (args.now, file.origin) {
         (None, _) => file.taken,
         (Some(_), None) => 0,
@@ -651,10 +668,12 @@ fn simulate_cluster(args: &SimulateArgs) -> Result<u8, Failure> {
     };
     let snapshot = &file.snapshot;
     let pending = snapshot.pods.iter().filter(|p| p.node.is_none()).count();
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let header = format!(
-        "{} pods ({pending} pending) on {} nodes; cycle 1 runs at {}, then one every simulated minute\n\n",
-        snapshot.pods.len(),
-        snapshot.nodes.len(),
+        "{} ({pending} pending) on {}; cycle 1 runs at {}, then one every simulated minute\n\n",
+        plural(snapshot.pods.len(), "pod", "pods"),
+        plural(snapshot.nodes.len(), "node", "nodes"),
         file.origin
             .and_then(|o| Timestamp::from_second(o.as_second() + start as i64).ok())
             .map_or_else(
