@@ -699,6 +699,35 @@ fn comments_layout_and_moving_a_queue_between_files_change_nothing() {
     }
 }
 
+/// The pull request that adds the policy folder: the base revision has none, so every queue is
+/// previewed as added (exit 1), with a note saying so, not an error.
+#[test]
+fn a_change_that_adds_the_policy_folder_previews_every_queue_as_added() {
+    let dir = temp();
+    write_files(dir.path(), &[("README", "hi\n")]);
+    git_commit_all(dir.path(), "before any policy");
+    copy_example(dir.path());
+    let run = kai_policy(dir.path(), &["diff", "--base", "HEAD", "--format", "json"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["added"].as_array().map(Vec::len), Some(8), "{doc}");
+    assert_eq!(doc["removed"], serde_json::json!([]), "{doc}");
+    assert!(
+        run.stderr.contains("policies does not exist at `HEAD`")
+            && run.stderr.contains("every queue is added"),
+        "{}",
+        run.stderr
+    );
+    // A head revision without the folder is still an error: there is nothing to preview.
+    let run = kai_policy(
+        dir.path(),
+        &[
+            "diff", "--base", "HEAD", "--head", "HEAD", "--format", "json",
+        ],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+}
+
 /// Declaration order breaks ties (fair share's leftover pass, the scheduler's queue order), and
 /// files are read in path order: a queue moved to a file read later comes after its siblings,
 /// which changes meaning, so `diff` names it instead of showing only reordered objects.

@@ -109,8 +109,8 @@ pub fn run(args: &DiffArgs) -> Result<u8, CliError> {
 /// Compiles both revisions and compares them.
 fn preview(args: &DiffArgs) -> Result<PolicyDiff, Failure> {
     let cache = crate::check::ParseCache::default();
-    let base = revision(&args.dir, Some(&args.base), &cache)?;
-    let head = revision(&args.dir, args.head.as_deref(), &cache)?;
+    let base = revision(&args.dir, Some(&args.base), &cache, true)?;
+    let head = revision(&args.dir, args.head.as_deref(), &cache, false)?;
     let scenario = match &args.scenario {
         None => None,
         Some(path) => {
@@ -159,6 +159,7 @@ fn revision(
     dir: &Path,
     rev: Option<&str>,
     cache: &crate::check::ParseCache,
+    is_base: bool,
 ) -> Result<(Policy, String), Failure> {
     let folder = source::display_path(dir);
     let (sources, early, label): (SourceSet, _, String) = match rev {
@@ -168,6 +169,16 @@ fn revision(
                 early,
                 format!("{rev} ({})", &commit[..commit.len().min(12)]),
             ),
+            // The change that adds the policy folder: every queue is new, which is what its
+            // pull request should preview, not an error.
+            Err(RevisionError::NoPolicy { .. }) if is_base => {
+                eprintln!(
+                    "note: {folder} does not exist at `{rev}`: compared with an empty policy, so \
+                     every queue is added"
+                );
+                let empty = SourceSet::new(vec![SourceFile::new(folder.clone(), "")]);
+                (empty, Vec::new(), format!("{rev} (no {folder})"))
+            }
             Err(e) => {
                 let mut failure = CannotRun::default();
                 failure.add(&folder, e.to_string(), revision_help(&e));
