@@ -279,6 +279,8 @@ fn a_failed_write_exits_2_and_leaves_no_partial_file() {
     let run = kai_policy(dir.path(), &["build", "--out", "dist/out"]);
     assert_eq!(run.status, 2, "{run:?}");
     assert!(run.stderr.contains("cannot write"), "{}", run.stderr);
+    // The example has no problems, and saying so just before the failure would read as success.
+    assert!(!run.stderr.contains("no problems"), "{}", run.stderr);
     assert_eq!(
         std::fs::read_to_string(dir.path().join("dist")).unwrap(),
         "a file, not a folder"

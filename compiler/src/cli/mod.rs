@@ -445,7 +445,10 @@ fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
         Ok(()) if diagnostics.is_empty() && format == Format::Human => {}
         Ok(()) => report(&render(format, diagnostics, &sources)),
         Err(e) if format == Format::Human => {
-            report(&render(format, diagnostics, &sources));
+            // Warnings still matter; "no problems found" just before a write error would not.
+            if !diagnostics.is_empty() {
+                report(&render(format, diagnostics, &sources));
+            }
             return Err(e);
         }
         Err(e) => {
