@@ -77,20 +77,20 @@ fn a_scenario_that_does_not_fit_the_policy_is_refused_with_where_and_why() {
     assert_eq!(run.status, 2, "{run:?}");
     assert!(
         run.stderr
-            .contains("s.yaml:2: demand: \"research\" has child queues (llm-team, vision-team)"),
+            .contains("s.yaml:2:3: demand: \"research\" has child queues (llm-team, vision-team)"),
         "{}",
         run.stderr
     );
     assert!(
         run.stderr.contains(
-            "s.yaml:3: demand: no queue is named \"llm-tem\" (did you mean \"llm-team\"?)"
+            "s.yaml:3:3: demand: no queue is named \"llm-tem\" (did you mean \"llm-team\"?)"
         ),
         "{}",
         run.stderr
     );
     assert!(
         run.stderr
-            .contains("s.yaml:5: usage.vision-team.gpu: 1.5 is outside [0, 1]"),
+            .contains("s.yaml:5:22: usage.vision-team.gpu: 1.5 is outside [0, 1]"),
         "{}",
         run.stderr
     );
@@ -98,7 +98,7 @@ fn a_scenario_that_does_not_fit_the_policy_is_refused_with_where_and_why() {
     let run = kai_policy(dir.path(), &["explain", "--scenario", "bad.yaml"]);
     assert_eq!(run.status, 2);
     assert!(
-        run.stderr.contains("bad.yaml: not a valid scenario"),
+        run.stderr.contains("bad.yaml:") && run.stderr.contains(": not a valid scenario"),
         "{}",
         run.stderr
     );

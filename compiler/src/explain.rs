@@ -9,28 +9,39 @@ use serde::Serialize;
 use crate::check::did_you_mean;
 use crate::fairshare::{self, Cap, Demand, DeservedBy, FairShares, Share};
 use crate::model::{PerResource, Policy};
-use crate::quantity::{ResourceKind, format_quantity, parse_quantity};
+use crate::quantity::{QuantityError, ResourceKind, format_quantity, parse_quantity};
 use crate::scenario::{QuantityValue, Scenario};
+use crate::yaml;
 
 /// A scenario file that does not fit the policy: what is wrong and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+#[error(
+    "{file}{}{}: {message}",
+    line.map(|l| format!(":{l}")).unwrap_or_default(),
+    column.filter(|_| line.is_some()).map(|c| format!(":{c}")).unwrap_or_default()
+)]
 pub struct ScenarioError {
     /// The scenario file.
     pub file: String,
     /// The line the problem is on, when it can be found.
     pub line: Option<usize>,
+    /// The column the problem starts at, when it can be found.
+    pub column: Option<usize>,
     /// What is wrong and how to fix it.
     pub message: String,
 }
 
 /// Parses a scenario file's text.
 pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-    serde_saphyr::from_str(text).map_err(|e| ScenarioError {
+    let error = |e: yaml::YamlError| ScenarioError {
         file: file.to_string(),
-        line: None,
-        message: format!("not a valid scenario: {e}"),
-    })
+        line: e.line,
+        column: e.column,
+        message: format!("not a valid scenario: {}", e.message),
+    };
+    // The tree first: YAML mistakes are reported with their place before the shape is checked.
+    yaml::locate(text).map_err(error)?;
+    serde_saphyr::from_str(text).map_err(|e| error(yaml::yaml_error(&e)))
 }
 
 /// The default what-if: the declared capacity, with every leaf queue asking for all of it
@@ -68,12 +79,30 @@ pub fn demand_from_scenario(
     text: &str,
 ) -> Result<Demand, Vec<ScenarioError>> {
     let mut errors = Vec::new();
-    let mut fail = |key: &str, message: String| {
+    let tree = yaml::locate(text).ok();
+    // A path ending in a key points at the key; one ending in a resource, at its value.
+    let mut fail = |path: &[&str], at_value: bool, message: String| {
+        let place = tree.as_ref().map(|t| {
+            if at_value {
+                t.place_of(path)
+            } else {
+                t.key_place(path)
+            }
+        });
         errors.push(ScenarioError {
             file: file.to_string(),
-            line: line_of(text, key),
+            line: place.map(|p| p.line).filter(|&l| l > 0),
+            column: place.map(|p| p.column).filter(|&c| c > 0),
             message,
         });
+    };
+    // The user's own text of a value, for messages (YAML numbers come back re-printed).
+    let written = |path: &[&str]| -> Option<String> {
+        let tree = tree.as_ref()?;
+        let place = tree.place_of(path);
+        (tree.place_of(&path[..path.len() - 1]) != place)
+            .then(|| place.text(text).map(str::to_string))
+            .flatten()
     };
     let mut demand = Demand {
         capacity: policy.cluster.capacity,
@@ -85,31 +114,57 @@ pub fn demand_from_scenario(
             .unwrap_or(0.0),
     };
     if !(demand.k.is_finite() && demand.k >= 0.0) {
+        let shown = written(&["k"]).unwrap_or_else(|| demand.k.to_string());
         fail(
-            "k",
-            format!("k must be a number of 0 or more, not {}", demand.k),
+            &["k"],
+            true,
+            format!("k must be a number of 0 or more, not {shown}"),
         );
     }
     let index = |name: &str| policy.queues.iter().position(|q| q.name == name);
+    let leaves: Vec<&str> = policy
+        .queues
+        .iter()
+        .filter(|q| q.is_leaf())
+        .map(|q| q.name.as_str())
+        .collect();
     let unknown = |name: &str| {
-        let hint = did_you_mean(name, policy.queues.iter().map(|q| q.name.as_str()))
-            .map(|s| format!(" (did you mean \"{s}\"?)"))
-            .unwrap_or_default();
+        let hint = match did_you_mean(name, policy.queues.iter().map(|q| q.name.as_str())) {
+            Some(s) => format!(" (did you mean \"{s}\"?)"),
+            None if leaves.len() <= 12 => format!("; the leaf queues are {}", leaves.join(", ")),
+            None => String::new(),
+        };
         format!("no queue is named \"{name}\"{hint}")
+    };
+    // Parse what the user wrote, not the float YAML made of it (`99999999999999999999`).
+    let quantity = |path: &[&str], v: &QuantityValue, kind: ResourceKind| match v {
+        QuantityValue::Number(_) => match written(path) {
+            Some(raw) => parse_quantity(&raw, kind).or_else(|e| match e {
+                QuantityError::Unparsable(_) => quantity(v, kind),
+                e => Err(e),
+            }),
+            None => quantity(v, kind),
+        },
+        QuantityValue::Text(_) => quantity(v, kind),
     };
     if let Some(capacity) = &scenario.capacity {
         for kind in ResourceKind::ALL {
             if let Some(v) = amount(capacity, kind) {
-                match quantity(v, kind) {
+                let path = ["capacity", kind.name()];
+                match quantity(&path, v, kind) {
                     Ok(v) => *demand.capacity.get_mut(kind) = Some(v),
-                    Err(e) => fail("capacity", format!("capacity.{}: {e}", kind.name())),
+                    Err(e) => fail(&path, true, format!("capacity.{}: {e}", kind.name())),
                 }
             }
         }
     }
     for (name, amounts) in &scenario.demand {
         let Some(q) = index(name) else {
-            fail(name, format!("demand: {}", unknown(name)));
+            fail(
+                &["demand", name],
+                false,
+                format!("demand: {}", unknown(name)),
+            );
             continue;
         };
         let queue = &policy.queues[q];
@@ -120,7 +175,8 @@ pub fn demand_from_scenario(
                 .map(|&c| policy.queues[c].name.as_str())
                 .collect();
             fail(
-                name,
+                &["demand", name],
+                false,
                 format!(
                     "demand: \"{name}\" has child queues ({}); demand is given per leaf queue",
                     children.join(", ")
@@ -130,16 +186,17 @@ pub fn demand_from_scenario(
         }
         for kind in ResourceKind::ALL {
             if let Some(v) = amount(amounts, kind) {
-                match quantity(v, kind) {
+                let path = ["demand", name, kind.name()];
+                match quantity(&path, v, kind) {
                     Ok(v) => *demand.request[q].get_mut(kind) = v,
-                    Err(e) => fail(name, format!("demand.{name}.{}: {e}", kind.name())),
+                    Err(e) => fail(&path, true, format!("demand.{name}.{}: {e}", kind.name())),
                 }
             }
         }
     }
     for (name, usage) in &scenario.usage {
         let Some(q) = index(name) else {
-            fail(name, format!("usage: {}", unknown(name)));
+            fail(&["usage", name], false, format!("usage: {}", unknown(name)));
             continue;
         };
         for (kind, value) in [
@@ -149,13 +206,18 @@ pub fn demand_from_scenario(
         ] {
             match value {
                 Some(u) if (0.0..=1.0).contains(&u) => *demand.usage[q].get_mut(kind) = u,
-                Some(u) => fail(
-                    name,
-                    format!(
-                        "usage.{name}.{}: {u} is outside [0, 1]; usage is the queue's share of the cluster over the window",
-                        kind.name()
-                    ),
-                ),
+                Some(u) => {
+                    let path = ["usage", name, kind.name()];
+                    let shown = written(&path).unwrap_or_else(|| u.to_string());
+                    fail(
+                        &path,
+                        true,
+                        format!(
+                            "usage.{name}.{}: {shown} is outside [0, 1]; usage is the queue's share of the cluster over the window",
+                            kind.name()
+                        ),
+                    );
+                }
                 None => {}
             }
         }
@@ -180,17 +242,6 @@ fn quantity(v: &QuantityValue, kind: ResourceKind) -> Result<i64, crate::quantit
         QuantityValue::Number(n) => parse_quantity(&format!("{n}"), kind),
         QuantityValue::Text(t) => parse_quantity(t, kind),
     }
-}
-
-/// The 1-based line where `key:` first appears, to point at a scenario problem.
-fn line_of(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let l = l.trim_start().trim_start_matches(['"', '\'']);
-            l.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start_matches(['"', '\'']).starts_with(':'))
-        })
-        .map(|i| i + 1)
 }
 
 /// What `explain` shows: every queue's terms and share of every resource, with the reasons.

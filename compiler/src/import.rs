@@ -113,6 +113,9 @@ struct Source {
     object: QueueObject,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
+    /// Per kind, the fields of a resource that is present but leaves them out: KAI reads each
+    /// as Go's zero, which the policy must then say out loud.
+    unset: [Vec<&'static str>; 3],
 }
 
 impl Source {
@@ -244,6 +247,7 @@ fn collect(
         *spec = Value::Object(Default::default());
     }
     validate_spec(spec).map_err(|m| error(object.clone(), m))?;
+    let unset = unset_fields(spec);
     let queue: QueueObject = serde_json::from_value(Value::Object(map))
         .map_err(|e| error(object.clone(), format!("is not a valid KAI Queue: {e}")))?;
     queues.push(Source {
@@ -252,8 +256,38 @@ fn collect(
         object: queue,
         labels,
         annotations,
+        unset,
     });
     Ok(())
+}
+
+/// The fields of each present resource that are missing or null (a misspelt one is missing).
+fn unset_fields(spec: &Value) -> [Vec<&'static str>; 3] {
+    let mut unset: [Vec<&'static str>; 3] = Default::default();
+    for kind in ResourceKind::ALL {
+        if let Some(Value::Object(r)) = spec.pointer(&format!("/resources/{}", kind.name())) {
+            unset[kind as usize] = ["quota", "limit", "overQuotaWeight"]
+                .into_iter()
+                .filter(|f| r.get(*f).is_none_or(Value::is_null))
+                .collect();
+        }
+    }
+    unset
+}
+
+/// What KAI makes of a resource field left out (`QueueResource` has no defaults, and the
+/// proportion plugin copies the zero into the queue's share), for the comment and the note.
+fn unset_meaning(field: &str, kind: ResourceKind) -> String {
+    let name = kind.name();
+    match field {
+        "limit" => format!(
+            "a cap of 0, so no pod that asks for {name} can run here (isOverLimit in capacity_policy/max_allowed_check.go); drop `limit=0` to lift the cap"
+        ),
+        "overQuotaWeight" => {
+            format!("a weight of 0, so the queue gets no share of idle {name} beyond its quota")
+        }
+        _ => "a guarantee of 0".to_string(),
+    }
 }
 
 /// The only Queue version KAI Scheduler serves.
@@ -402,7 +436,21 @@ fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError
                     weight: 0.0,
                 })
             }
-            Some(r) => governed(r, kind, &source, comments)?,
+            Some(r) => {
+                for field in &source.unset[kind as usize] {
+                    let what = format!(
+                        "spec.resources.{}.{field} was not set, which KAI reads as 0",
+                        kind.name()
+                    );
+                    let meaning = unset_meaning(field, kind);
+                    comments.push(format!("{what}: {meaning}"));
+                    notes.push(format!(
+                        "{}: Queue \"{}\": {what} ({meaning}); imported as that",
+                        source.file, source.object.metadata.name
+                    ));
+                }
+                governed(r, kind, &source, comments)?
+            }
         };
     }
     for c in comments.iter().flatten() {
@@ -457,7 +505,7 @@ fn governed(
         if rounded {
             comments.push(format!(
                 "{field} {value} was rounded to {}, the finest amount a policy states",
-                format_quantity(amount, kind)
+                quantity_text(amount, kind)
             ));
         }
         Ok(Some(amount))
@@ -653,8 +701,20 @@ fn amount_text(amount: Amount, kind: ResourceKind) -> String {
         (Some(0), _) => "0".into(),
         (Some(v), ResourceKind::Gpu) => format_thousandths(v),
         (Some(v), ResourceKind::Cpu) if v >= 1000 => format_thousandths(v),
-        (Some(v), kind) => kdl_string(&format_quantity(v, kind)),
+        (Some(v), kind) => kdl_string(&quantity_text(v, kind)),
     }
+}
+
+/// A quantity with a unit. Memory that no unit divides would come out as a bare count of
+/// bytes, which `check` takes for a forgotten unit (KP0026); it is written in KAI's own
+/// megabytes instead, with as many decimals as it needs (`"1.000001M"`).
+fn quantity_text(v: i64, kind: ResourceKind) -> String {
+    let text = format_quantity(v, kind);
+    if kind != ResourceKind::Memory || v == 0 || !text.ends_with(|c: char| c.is_ascii_digit()) {
+        return text;
+    }
+    let fraction = format!("{:06}", v % 1_000_000);
+    format!("{}.{}M", v / 1_000_000, fraction.trim_end_matches('0'))
 }
 
 fn resource_line(kind: ResourceKind, g: &Governed) -> String {
@@ -798,6 +858,15 @@ mod tests {
         );
         assert_eq!(stored_units(0.0005, ResourceKind::Gpu), Ok((1, true)));
         assert!(stored_units(1e30, ResourceKind::Memory).is_err());
+    }
+
+    #[test]
+    fn memory_always_has_a_unit() {
+        let m = ResourceKind::Memory;
+        assert_eq!(quantity_text(960 << 30, m), "960Gi");
+        assert_eq!(quantity_text(1_000_001, m), "1.000001M");
+        assert_eq!(quantity_text(1_234_567_891, m), "1234.567891M");
+        assert_eq!(quantity_text(500, ResourceKind::Cpu), "500m");
     }
 
     #[test]

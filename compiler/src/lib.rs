@@ -20,6 +20,7 @@ pub mod model;
 pub mod quantity;
 pub mod scenario;
 pub mod source;
+pub mod yaml;
 
 /// The JSON Schemas that `schemas/` holds: (file name, pretty JSON with a trailing newline).
 pub fn schemas() -> Vec<(&'static str, String)> {

@@ -194,6 +194,89 @@ spec:
     );
 }
 
+/// KAI's `QueueResource` fields are plain float64s with no defaults (`resources.go`), and the
+/// proportion plugin copies them unchanged (`createQueueResourceAttrs`): a missing `limit` is
+/// a cap of 0 (`isOverLimit` refuses every pod that asks), a missing `overQuotaWeight` is a
+/// weight of 0, a missing `quota` a guarantee of 0. A misspelt field is a missing one.
+#[test]
+fn missing_or_misspelt_resource_fields_say_what_kai_reads() {
+    let yaml = r#"
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: sparse}
+spec:
+  resources:
+    gpu: {quota: 1}
+    cpu: {quota: 2000, limit: -1, overQuotaWieght: 3}
+    memory: {limit: -1, overQuotaWeight: 1}
+"#;
+    let imported = import(&[("f.yaml", yaml)]).unwrap();
+    let kdl = &imported.kdl;
+    assert!(kdl.contains("    gpu quota=1 limit=0 weight=0\n"), "{kdl}");
+    assert!(kdl.contains("    cpu quota=2 weight=0\n"), "{kdl}");
+    assert!(kdl.contains("    memory quota=0\n"), "{kdl}");
+    for (kind, fields) in [
+        ("gpu", &["limit", "overQuotaWeight"][..]),
+        ("cpu", &["overQuotaWeight"][..]),
+        ("memory", &["quota"][..]),
+    ] {
+        for field in fields {
+            let path = format!("spec.resources.{kind}.{field} was not set");
+            let comment = kdl
+                .lines()
+                .find(|l| l.trim_start().starts_with("//") && l.contains(&path))
+                .unwrap_or_else(|| panic!("no comment on {path}: {kdl}"));
+            assert!(comment.contains("KAI reads as 0"), "{comment}");
+            assert!(
+                imported
+                    .notes
+                    .iter()
+                    .any(|n| n.contains(&path) && n.contains("KAI reads as 0")),
+                "no note on {path}: {:?}",
+                imported.notes
+            );
+        }
+    }
+    assert!(
+        !kdl.contains("spec.resources.cpu.limit was not set"),
+        "cpu has a limit: {kdl}"
+    );
+}
+
+/// KAI's memory is in megabytes of 10^6 bytes; an amount that no unit divides is written in
+/// KAI's own unit with decimals, so `check` reads it as memory, not as a count of bytes.
+#[test]
+fn memory_that_no_unit_divides_keeps_an_explicit_unit() {
+    let yaml = r#"
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: odd}
+spec:
+  resources:
+    memory: {quota: 0.000123, limit: 1.0000005, overQuotaWeight: 1}
+"#;
+    let imported = import(&[("m.yaml", yaml)]).unwrap();
+    let kdl = &imported.kdl;
+    assert!(
+        kdl.contains("memory quota=\"0.000123M\" limit=\"1.000001M\"\n"),
+        "{kdl}"
+    );
+    assert!(
+        kdl.contains("spec.resources.memory.limit 1.0000005 was rounded to 1.000001M"),
+        "{kdl}"
+    );
+    let sources = SourceSet::new(vec![SourceFile::new("imported.kdl", kdl.as_str())]);
+    let checked = check(&sources, Vec::new());
+    assert!(
+        checked.diagnostics.iter().all(|d| d.code.id() != "KP0026"),
+        "{:#?}",
+        checked.diagnostics
+    );
+    let rebuilt = build(&[("imported.kdl", kdl)]);
+    let memory = rebuilt[0].spec.resources.memory.as_ref().unwrap();
+    assert_eq!(memory.quota.0, 0.000123);
+}
+
 #[test]
 fn a_child_without_a_min_runtime_under_a_parent_with_one_gets_zero() {
     let yaml = r#"

@@ -88,10 +88,11 @@ fn demand(policy: &Policy, args: &ExplainArgs) -> Result<Demand, CannotRun> {
 pub(super) fn scenario_failure(text: &str, errors: &[ScenarioError]) -> CannotRun {
     let mut failure = CannotRun::default();
     for e in errors {
-        failure.add_at(
+        failure.add_at_column(
             &e.file,
             text,
             e.line,
+            e.column,
             e.to_string(),
             "fix the scenario file (its schema is scenario.schema.json, printed by `kai-policy \
              schema`); the policy itself has no errors",

@@ -210,15 +210,33 @@ impl CannotRun {
         message: impl Into<String>,
         help: &str,
     ) -> &mut Self {
+        self.add_at_column(file, text, line, None, message, help)
+    }
+
+    /// Adds a failure about `file` (whose text is `text`), at `line` and 1-based character
+    /// `column` when they are known.
+    pub fn add_at_column(
+        &mut self,
+        file: &str,
+        text: &str,
+        line: Option<usize>,
+        column: Option<usize>,
+        message: impl Into<String>,
+        help: &str,
+    ) -> &mut Self {
         // The text only places the line; a file without a known line needs none of it.
         let (text, offset) = match line {
             Some(line) => {
-                let offset = text
+                let start: usize = text
                     .split_inclusive('\n')
                     .take(line.saturating_sub(1))
                     .map(str::len)
                     .sum();
-                (text, offset)
+                let within = text[start..]
+                    .char_indices()
+                    .nth(column.unwrap_or(1).saturating_sub(1))
+                    .map_or(0, |(i, _)| i);
+                (text, start + within)
             }
             None => ("", 0),
         };
