@@ -625,12 +625,15 @@ impl Reader<'_> {
             }
         };
         let shown = written(entry);
-        let digits_end = text
+        // Kubernetes refuses spaces in a quantity (`" 1.5Gi"`), though our parser skips them:
+        // the amount is judged without them, and the spaces are reported once it is valid.
+        let bare = text.trim();
+        let digits_end = bare
             .trim_start_matches(['-', '+'])
             .find(|c: char| !(c.is_ascii_digit() || c == '.'));
-        let suffix = digits_end.map_or("", |i| &text.trim_start_matches(['-', '+'])[i..]);
+        let suffix = digits_end.map_or("", |i| &bare.trim_start_matches(['-', '+'])[i..]);
         if kind == ResourceKind::Gpu && BYTE_SUFFIXES.contains(&suffix) {
-            let count = &text[..text.len() - suffix.len()];
+            let count = &bare[..bare.len() - suffix.len()];
             return invalid(
                 self,
                 format!(
@@ -642,6 +645,15 @@ impl Reader<'_> {
             );
         }
         let e = match quantity::parse_quantity(&text, kind) {
+            Ok(_) if bare != text => {
+                return invalid(
+                    self,
+                    format!("the {what} {shown} has spaces around the amount"),
+                    format!(
+                        "a Kubernetes quantity holds no spaces: did you mean `{key}=\"{bare}\"`?"
+                    ),
+                );
+            }
             Ok(v) => {
                 // An annotation (`(Gi)960`) was reported with its own help.
                 if kind == ResourceKind::Memory
@@ -724,6 +736,20 @@ impl Reader<'_> {
                     format!(
                         "write at most \"{}d\"; min-runtimes and fairness windows are far shorter",
                         quantity::MAX_DURATION.0 / 86_400
+                    ),
+                );
+                None
+            }
+            Err(quantity::DurationError::UnitOrder { total, .. }) => {
+                self.error(
+                    Code::InvalidValue,
+                    format!(
+                        "`{key}` is \"{text}\", which repeats a unit or puts a smaller unit first"
+                    ),
+                    self.at(entry.span()).with_text("units out of order"),
+                    format!(
+                        "each unit comes once, largest first: did you mean `{key}=\"{}\"`?",
+                        total.policy_form()
                     ),
                 );
                 None
@@ -1297,6 +1323,16 @@ impl Reader<'_> {
 
     fn min_runtime(&mut self, node: &KdlNode) -> MinRuntime {
         let (_, props) = self.setting(node, Args::None, &["preempt", "reclaim"]);
+        // An empty node is no default: it reads as if a min-runtime were set when none is. A node
+        // with only a misspelt property is reported for that property alone.
+        if node.entries().is_empty() {
+            self.error(
+                Code::MissingValue,
+                "`min-runtime` sets neither `preempt` nor `reclaim`",
+                self.at(node.name().span()).with_text("no preempt= or reclaim= here"),
+                "give `preempt=`, `reclaim=` or both, like `min-runtime preempt=\"5m\" reclaim=\"10m\"`, or remove the line",
+            );
+        }
         MinRuntime {
             preempt: props.get("preempt").and_then(|e| self.duration(e)),
             reclaim: props.get("reclaim").and_then(|e| self.duration(e)),
