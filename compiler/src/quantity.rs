@@ -268,6 +268,14 @@ pub enum DurationError {
     /// A duration, but longer than [`MAX_DURATION`].
     #[error("`{0}` is longer than ten years, the longest duration a policy may state")]
     TooLong(String),
+    /// A unit repeated or after a smaller one (`"1h1h"`, `"30m1h"`).
+    #[error("`{text}` repeats a unit or puts a smaller unit first; write \"{}\"", total.policy_form())]
+    UnitOrder {
+        /// The user's text.
+        text: String,
+        /// What the parts add up to.
+        total: Duration,
+    },
 }
 
 /// The longest duration a policy may state (ten years), far beyond any sensible window.
@@ -276,7 +284,12 @@ const MAX_DURATION_SECONDS: u64 = 10 * 365 * 86_400;
 /// [`MAX_DURATION_SECONDS`] as a duration, for messages.
 pub const MAX_DURATION: Duration = Duration(MAX_DURATION_SECONDS);
 
-/// Parses `30s`, `5m`, `24h`, `7d`, `2w` or a sequence like `1h30m`.
+/// Parses `30s`, `5m`, `24h`, `7d`, `2w` or a sequence like `1h30m`, each unit once and
+/// largest first.
+///
+/// Go's `time.ParseDuration` also sums repeated units in any order (`1h1h` is 2h), but a policy
+/// is read by people: one spelling per duration keeps reviews and diffs plain, and the Go
+/// durations we lower to are always written largest unit first anyway.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let err = || DurationError::Invalid(text.to_string());
     let too_long = || DurationError::TooLong(text.to_string());
@@ -285,6 +298,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         return Err(err());
     }
     let mut total: u64 = 0;
+    let mut previous_unit = u64::MAX;
+    let mut misordered = false;
     while !rest.is_empty() {
         let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
         if digits == 0 {
@@ -305,13 +320,46 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             _ => return Err(err()),
         };
         rest = &rest[unit_len..];
+        misordered |= seconds >= previous_unit;
+        previous_unit = seconds;
         total = n
             .checked_mul(seconds)
             .and_then(|s| total.checked_add(s))
             .filter(|&t| t <= MAX_DURATION_SECONDS)
             .ok_or_else(too_long)?;
     }
+    if misordered {
+        return Err(DurationError::UnitOrder {
+            text: text.to_string(),
+            total: Duration(total),
+        });
+    }
     Ok(Duration(total))
+}
+
+impl Duration {
+    /// The policy's spelling, largest unit first (`"1d12h"`, `"2w"`), which [`parse_duration`]
+    /// reads back; [`Display`](fmt::Display) gives Go's, which has no days.
+    pub fn policy_form(self) -> String {
+        if self.0 == 0 {
+            return "0s".to_string();
+        }
+        let mut rest = self.0;
+        let mut out = String::new();
+        for (unit, seconds) in [
+            ("w", 604_800),
+            ("d", 86_400),
+            ("h", 3_600),
+            ("m", 60),
+            ("s", 1),
+        ] {
+            if rest >= seconds {
+                out.push_str(&format!("{}{unit}", rest / seconds));
+                rest %= seconds;
+            }
+        }
+        out
+    }
 }
 
 impl fmt::Display for Duration {
@@ -470,6 +518,23 @@ mod tests {
         for bad in ["", "5", "m", "5x", "-5m", "1.5h", "99999999999999d"] {
             assert!(parse_duration(bad).is_err(), "{bad} should be rejected");
         }
+        assert_eq!(parse_duration("1w2d3h4m5s"), Ok(Duration(788_645)));
+        for (twice, total) in [
+            ("1h1h", "2h"),
+            ("30m1h", "1h30m"),
+            ("1d1d", "2d"),
+            ("5m5m30s", "10m30s"),
+        ] {
+            assert_eq!(
+                parse_duration(twice),
+                Err(DurationError::UnitOrder {
+                    text: twice.into(),
+                    total: parse_duration(total).unwrap(),
+                })
+            );
+        }
+        assert_eq!(Duration(788_645).policy_form(), "1w2d3h4m5s");
+        assert_eq!(Duration(0).policy_form(), "0s");
         assert_eq!(parse_duration("3650d"), Ok(MAX_DURATION));
         for long in ["3651d", "87601h", "99999999999999999999999d", "3650d1s"] {
             assert_eq!(

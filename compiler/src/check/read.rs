@@ -82,6 +82,9 @@ enum Args {
 /// A node's properties after the unknown and repeated ones were reported.
 struct Props<'n> {
     entries: Vec<(&'n str, &'n KdlEntry)>,
+    /// A property written as a second argument (`priority-class "p" 5` for `value=5`): already
+    /// reported with that suggestion, so it is not also reported as missing.
+    meant: Option<&'static str>,
 }
 
 impl<'n> Props<'n> {
@@ -93,6 +96,32 @@ impl<'n> Props<'n> {
     }
 }
 
+/// The property a node's second argument most likely stood for: the one its declarations are
+/// rarely written without (`priority-class "p" 5` → `value`, `placement "x" "spread"` →
+/// `strategy`).
+fn property_for_second_argument(node: &str) -> Option<&'static str> {
+    match node {
+        "priority-class" => Some("value"),
+        "placement" => Some("strategy"),
+        _ => None,
+    }
+}
+
+/// A value as it would be written after `key=`: a plain word without its quotes
+/// (`strategy=spread`), anything else as written.
+fn as_property_value(entry: &KdlEntry) -> String {
+    match entry.value() {
+        KdlValue::String(s)
+            if s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !matches!(s.as_str(), "true" | "false" | "null" | "inf" | "nan") =>
+        {
+            s.clone()
+        }
+        _ => written(entry),
+    }
+}
+
 fn describe(entry: &KdlEntry) -> String {
     match entry.value() {
         // A literal beyond a float's range (`1e400`) reads as infinite: name it as written.
@@ -100,7 +129,8 @@ fn describe(entry: &KdlEntry) -> String {
             format!("the number {}", written(entry))
         }
         KdlValue::String(s) => format!("the string \"{s}\""),
-        KdlValue::Integer(i) => format!("the number {i}"),
+        // As written (`1.0`, `0x1F`), so the user finds what the message quotes.
+        KdlValue::Integer(_) => format!("the number {}", written(entry)),
         KdlValue::Float(f) if f.is_nan() => "#nan".to_string(),
         KdlValue::Float(f) if f.is_infinite() => {
             if *f > 0.0 {
@@ -109,7 +139,7 @@ fn describe(entry: &KdlEntry) -> String {
                 "#-inf".into()
             }
         }
-        KdlValue::Float(f) => format!("the number {f}"),
+        KdlValue::Float(_) => format!("the number {}", written(entry)),
         KdlValue::Bool(b) => format!("#{b}"),
         KdlValue::Null => "#null".to_string(),
     }
@@ -258,6 +288,7 @@ impl Reader<'_> {
             }
         }
         let name_at = self.at(node.name().span());
+        let mut explained = None;
         match args {
             Args::None => {
                 for extra in &positional {
@@ -295,8 +326,17 @@ impl Reader<'_> {
                         format!("write it after the node name: `{name} \"…\"`"),
                     );
                 }
+                let meant = (args == Args::Name && positional.len() == 2)
+                    .then(|| property_for_second_argument(name))
+                    .flatten()
+                    .filter(|key| props.contains(key) && !found.iter().any(|(k, _)| k == key));
                 for extra in positional.iter().skip(1) {
-                    let help = if args == Args::Name {
+                    let help = if let Some(key) = meant {
+                        format!(
+                            "`{name}` takes one name, then properties: did you mean `{key}={}`?",
+                            as_property_value(extra)
+                        )
+                    } else if args == Args::Name {
                         format!(
                             "one `{name}` node declares one {name}: remove the extra argument, or write a separate `{name}` node for it"
                         )
@@ -314,6 +354,7 @@ impl Reader<'_> {
                     );
                 }
                 positional.truncate(1);
+                explained = meant;
             }
             Args::Strings => {
                 if positional.is_empty() {
@@ -326,7 +367,13 @@ impl Reader<'_> {
                 }
             }
         }
-        (positional, Props { entries: found })
+        (
+            positional,
+            Props {
+                entries: found,
+                meant: explained,
+            },
+        )
     }
 
     /// Reports a type annotation on a value (`quota=(Gi)960`): KDL allows them, but the policy
@@ -396,6 +443,11 @@ impl Reader<'_> {
             let help = if props.contains(&name) {
                 format!(
                     "`{name}` is a property of `{parent}`: write it on the `{parent}` line, as `{name}=…`"
+                )
+            } else if TOP_LEVEL.contains(&name) {
+                // A near miss like `queue-label` would send a misplaced queue the wrong way.
+                format!(
+                    "`{name}` nodes belong at the top level of a file, not inside `{parent}`: move it after the block's closing `}}`"
                 )
             } else {
                 match did_you_mean(name, allowed.iter().copied()) {
@@ -625,12 +677,15 @@ impl Reader<'_> {
             }
         };
         let shown = written(entry);
-        let digits_end = text
+        // Kubernetes refuses spaces in a quantity (`" 1.5Gi"`), though our parser skips them:
+        // the amount is judged without them, and the spaces are reported once it is valid.
+        let bare = text.trim();
+        let digits_end = bare
             .trim_start_matches(['-', '+'])
             .find(|c: char| !(c.is_ascii_digit() || c == '.'));
-        let suffix = digits_end.map_or("", |i| &text.trim_start_matches(['-', '+'])[i..]);
+        let suffix = digits_end.map_or("", |i| &bare.trim_start_matches(['-', '+'])[i..]);
         if kind == ResourceKind::Gpu && BYTE_SUFFIXES.contains(&suffix) {
-            let count = &text[..text.len() - suffix.len()];
+            let count = &bare[..bare.len() - suffix.len()];
             return invalid(
                 self,
                 format!(
@@ -642,6 +697,15 @@ impl Reader<'_> {
             );
         }
         let e = match quantity::parse_quantity(&text, kind) {
+            Ok(_) if bare != text => {
+                return invalid(
+                    self,
+                    format!("the {what} {shown} has spaces around the amount"),
+                    format!(
+                        "a Kubernetes quantity holds no spaces: did you mean `{key}=\"{bare}\"`?"
+                    ),
+                );
+            }
             Ok(v) => {
                 // An annotation (`(Gi)960`) was reported with its own help.
                 if kind == ResourceKind::Memory
@@ -680,7 +744,13 @@ impl Reader<'_> {
                 match kind {
                     ResourceKind::Gpu => "GPUs are counted in thousandths: keep at most 3 decimal places".to_string(),
                     ResourceKind::Cpu => "CPU is counted in millicores (\"1m\" is 0.001 CPU): round to a whole number of millicores".to_string(),
-                    ResourceKind::Memory => "memory is counted in bytes: round to a whole number of bytes".to_string(),
+                    ResourceKind::Memory => match quantity::parse_rounded(bare, kind.scale(), quantity::Round::Up) {
+                        Ok(bytes) => format!(
+                            "memory is counted in whole bytes: did you mean `{key}=\"{}\"` (rounded up)?",
+                            quantity::format_quantity(bytes, kind)
+                        ),
+                        Err(_) => "memory is counted in bytes: round to a whole number of bytes".to_string(),
+                    },
                 },
             ),
             QuantityError::TooLarge(_) => too_large(what, &shown, kind, key, unlimited_ok),
@@ -724,6 +794,20 @@ impl Reader<'_> {
                     format!(
                         "write at most \"{}d\"; min-runtimes and fairness windows are far shorter",
                         quantity::MAX_DURATION.0 / 86_400
+                    ),
+                );
+                None
+            }
+            Err(quantity::DurationError::UnitOrder { total, .. }) => {
+                self.error(
+                    Code::InvalidValue,
+                    format!(
+                        "`{key}` is \"{text}\", which repeats a unit or puts a smaller unit first"
+                    ),
+                    self.at(entry.span()).with_text("units out of order"),
+                    format!(
+                        "each unit comes once, largest first: did you mean `{key}=\"{}\"`?",
+                        total.policy_form()
                     ),
                 );
                 None
@@ -812,6 +896,7 @@ impl Reader<'_> {
             );
             let help = match suggest_name(&named.value, 253) {
                 Some(s) => format!("{rule}, like \"{s}\""),
+                None if !named.value.is_ascii() => format!("{rule}; write the name in ASCII"),
                 None => rule,
             };
             self.error(
@@ -1101,18 +1186,22 @@ fn suggest_label(name: &str) -> Option<String> {
 }
 
 /// A valid name close to `name`, at most `max` characters long, if it differs from `name`.
+/// Accented Latin letters lose their accents (`équipe` → `equipe`); a name with a letter that
+/// has no plain ASCII form gets no suggestion, since dropping the letter (`ℌello` → `ello`)
+/// would propose a different name.
 fn suggest_name(name: &str, max: usize) -> Option<String> {
-    let lowered: String = name
-        .to_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let mut lowered = String::new();
+    for c in name.to_lowercase().chars() {
+        if c.is_ascii_alphanumeric() || c == '.' {
+            lowered.push(c);
+        } else if let Some(plain) = plain_latin(c) {
+            lowered.push_str(plain);
+        } else if c.is_alphanumeric() {
+            return None;
+        } else {
+            lowered.push('-');
+        }
+    }
     let cut: String = lowered.chars().take(max).collect();
     // Each part between dots starts and ends with a letter or digit: `a.-b` → `a.b`.
     let trimmed = cut
@@ -1122,6 +1211,36 @@ fn suggest_name(name: &str, max: usize) -> Option<String> {
         .collect::<Vec<_>>()
         .join(".");
     (!trimmed.is_empty() && trimmed != name).then_some(trimmed)
+}
+
+/// The plain ASCII spelling of a common accented or special lower-case Latin letter.
+fn plain_latin(c: char) -> Option<&'static str> {
+    Some(match c {
+        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' | 'ā' | 'ă' | 'ą' => "a",
+        'æ' => "ae",
+        'ç' | 'ć' | 'ĉ' | 'ċ' | 'č' => "c",
+        'ď' | 'đ' | 'ð' => "d",
+        'è' | 'é' | 'ê' | 'ë' | 'ē' | 'ĕ' | 'ė' | 'ę' | 'ě' => "e",
+        'ĝ' | 'ğ' | 'ġ' | 'ģ' => "g",
+        'ĥ' | 'ħ' => "h",
+        'ì' | 'í' | 'î' | 'ï' | 'ĩ' | 'ī' | 'ĭ' | 'į' | 'ı' => "i",
+        'ĵ' => "j",
+        'ķ' => "k",
+        'ĺ' | 'ļ' | 'ľ' | 'ŀ' | 'ł' => "l",
+        'ñ' | 'ń' | 'ņ' | 'ň' => "n",
+        'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' | 'ō' | 'ŏ' | 'ő' => "o",
+        'œ' => "oe",
+        'ŕ' | 'ŗ' | 'ř' => "r",
+        'ś' | 'ŝ' | 'ş' | 'š' | 'ș' => "s",
+        'ß' => "ss",
+        'ţ' | 'ť' | 'ŧ' | 'ț' => "t",
+        'þ' => "th",
+        'ù' | 'ú' | 'û' | 'ü' | 'ũ' | 'ū' | 'ŭ' | 'ů' | 'ű' | 'ų' => "u",
+        'ŵ' => "w",
+        'ý' | 'ÿ' | 'ŷ' => "y",
+        'ź' | 'ż' | 'ž' => "z",
+        _ => return None,
+    })
 }
 
 const TOP_LEVEL: &[&str] = &["cluster", "priority-class", "placement", "queue"];
@@ -1297,6 +1416,16 @@ impl Reader<'_> {
 
     fn min_runtime(&mut self, node: &KdlNode) -> MinRuntime {
         let (_, props) = self.setting(node, Args::None, &["preempt", "reclaim"]);
+        // An empty node is no default: it reads as if a min-runtime were set when none is. A node
+        // with only a misspelt property is reported for that property alone.
+        if node.entries().is_empty() {
+            self.error(
+                Code::MissingValue,
+                "`min-runtime` sets neither `preempt` nor `reclaim`",
+                self.at(node.name().span()).with_text("no preempt= or reclaim= here"),
+                "give `preempt=`, `reclaim=` or both, like `min-runtime preempt=\"5m\" reclaim=\"10m\"`, or remove the line",
+            );
+        }
         MinRuntime {
             preempt: props.get("preempt").and_then(|e| self.duration(e)),
             reclaim: props.get("reclaim").and_then(|e| self.duration(e)),
@@ -1315,6 +1444,7 @@ impl Reader<'_> {
                 "`value=500`",
                 Some(PRIORITY_CLASS_WHY),
             ),
+            None if props.meant == Some("value") => None,
             None => {
                 self.error(
                     Code::MissingValue,
@@ -1472,6 +1602,9 @@ impl Reader<'_> {
                     let help = match suggest_label(&ns.value) {
                         Some(s) => format!(
                             "{rule}, like \"{s}\"; \"*\" opens the queue to every namespace"
+                        ),
+                        None if !ns.value.is_ascii() => format!(
+                            "{rule}; write the name in ASCII; \"*\" opens the queue to every namespace"
                         ),
                         None => format!("{rule}; \"*\" opens the queue to every namespace"),
                     };
@@ -1693,5 +1826,12 @@ mod tests {
         assert_eq!(suggest_name(&"a".repeat(70), 63), Some("a".repeat(63)));
         assert_eq!(suggest_label("research.ml").as_deref(), Some("research-ml"));
         assert_eq!(suggest_label("ok"), None);
+        assert_eq!(
+            suggest_name("Équipe-Données", 253).as_deref(),
+            Some("equipe-donnees")
+        );
+        assert_eq!(suggest_name("straße", 253).as_deref(), Some("strasse"));
+        assert_eq!(suggest_name("ℌello", 253), None);
+        assert_eq!(suggest_label("équipe").as_deref(), Some("equipe"));
     }
 }

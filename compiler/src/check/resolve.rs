@@ -91,7 +91,8 @@ struct Tree {
     detached: Vec<bool>,
     /// Some queue's unknown `parent=` probably meant this one (the did-you-mean target).
     wanted_as_parent: Vec<bool>,
-    /// Some queue names this one as its parent, even one left out of the tree (too deep).
+    /// Some queue names this one as its parent, even one left out of the tree (too deep, or a
+    /// rejected duplicate).
     has_children: Vec<bool>,
 }
 
@@ -225,6 +226,7 @@ impl Resolver<'_> {
         let mut parents: Vec<Option<usize>> = vec![None; n];
         let mut detached = vec![false; n];
         let mut wanted_as_parent = vec![false; n];
+        let mut child_rejected = vec![false; n];
         for (i, q) in d.queues.iter().enumerate() {
             parents[i] = match (q.nested_in, &q.parent) {
                 (Some(outer), Some(p)) => {
@@ -282,7 +284,13 @@ impl Resolver<'_> {
                     None
                 }
             };
+            // A rejected duplicate leaves the tree, but its parent still has a child in the
+            // user's eyes: calling that parent an unreachable leaf would only follow from the
+            // duplicate, which is reported already.
             if !keep[i] {
+                if let Some(p) = parents[i] {
+                    child_rejected[p] = true;
+                }
                 parents[i] = None;
             }
         }
@@ -312,7 +320,7 @@ impl Resolver<'_> {
                 state[p] = 2;
             }
         }
-        let mut has_children = vec![false; n];
+        let mut has_children = child_rejected;
         for p in parents.iter().flatten() {
             has_children[*p] = true;
         }

@@ -2,7 +2,10 @@
 
 use std::fmt;
 
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
+    NamedSource, SourceCode, SourceSpan, SpanContents,
+};
 
 use super::{Diagnostic, Label, Severity, Summary};
 use crate::source::SourceSet;
@@ -59,7 +62,7 @@ struct Report {
     severity: miette::Severity,
     message: String,
     help: Option<String>,
-    source: NamedSource<String>,
+    source: NamedSource<CharColumns>,
     labels: Vec<LabeledSpan>,
     related: Vec<Report>,
 }
@@ -98,7 +101,7 @@ impl Report {
     }
 }
 
-fn named(sources: &SourceSet, label: &Label) -> NamedSource<String> {
+fn named(sources: &SourceSet, label: &Label) -> NamedSource<CharColumns> {
     let file = sources.get(label.file);
     let mut text = super::mask_controls(&file.text).into_owned();
     // miette draws nothing for a point at the very end of the text (an unclosed block, the
@@ -106,7 +109,41 @@ fn named(sources: &SourceSet, label: &Label) -> NamedSource<String> {
     if label.offset >= text.len() {
         text.push(' ');
     }
-    NamedSource::new(super::escape_controls(&file.path), text)
+    NamedSource::new(super::escape_controls(&file.path), CharColumns(text))
+}
+
+/// Source text whose spans report their column in characters. miette counts the column of a
+/// report's `file:line:column` header in bytes, but the json, github and sarif formats, editors
+/// and GitHub count characters: after `"日本語"` the two differ, and every format must agree.
+#[derive(Debug)]
+struct CharColumns(String);
+
+impl SourceCode for CharColumns {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let contents = self
+            .0
+            .read_span(span, context_lines_before, context_lines_after)?;
+        // With context lines the contents start at a line's start (column 0 either way); only
+        // a bare span, as read for the header, starts inside a line.
+        let offset = span.offset().min(self.0.len());
+        let Some(before) = self.0.get(..offset).filter(|_| context_lines_before == 0) else {
+            return Ok(contents);
+        };
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count();
+        Ok(Box::new(MietteSpanContents::new(
+            contents.data(),
+            *contents.span(),
+            contents.line(),
+            column,
+            contents.line_count(),
+        )))
+    }
 }
 
 fn labeled(label: &Label, primary: bool) -> LabeledSpan {

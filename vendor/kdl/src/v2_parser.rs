@@ -285,7 +285,7 @@ pub(crate) fn document(input: &mut Input<'_>) -> PResult<KdlDocument> {
 
 /// `nodes := (line-space* node)* line-space*`
 fn nodes(input: &mut Input<'_>) -> PResult<KdlDocument> {
-    let mut leading = repeat(0.., alt((line_space.void(), (slashdash, base_node).void())))
+    let mut leading = repeat(0.., alt((line_space.void(), slashdashed_node)))
         .map(|()| ())
         .take()
         .parse_next(input)?;
@@ -298,7 +298,7 @@ fn nodes(input: &mut Input<'_>) -> PResult<KdlDocument> {
     .parse_next(input)?;
     let _span = span_from_checkpoint(input, &_start);
     opt(node_terminator).parse_next(input)?;
-    let trailing = repeat(0.., alt((line_space.void(), (slashdash, base_node).void())))
+    let trailing = repeat(0.., alt((line_space.void(), slashdashed_node)))
         .map(|()| ())
         .take()
         .parse_next(input)?;
@@ -332,7 +332,7 @@ fn nodes(input: &mut Input<'_>) -> PResult<KdlDocument> {
 /// node := base-node node-space* node-terminator
 /// final-node := base-node node-space* node-terminator?
 fn node(input: &mut Input<'_>) -> PResult<KdlNode> {
-    let leading = repeat(0.., alt((line_space.void(), (slashdash, base_node).void())))
+    let leading = repeat(0.., alt((line_space.void(), slashdashed_node)))
         .map(|()| ())
         .take()
         .parse_next(input)?;
@@ -341,6 +341,15 @@ fn node(input: &mut Input<'_>) -> PResult<KdlNode> {
         fmt.leading = leading.into();
     }
     Ok(nd)
+}
+
+// kai-policy patch: a slashdashed node may end with `;` (kdl-org/kdl-rs#107). KDL v2's
+// `node := base-node node-terminator` lets `base-node` start with `/-`, but the callers above
+// skipped such a node without its terminator: a newline is line space, a `;` was left over and
+// then read as the start of the next node ("`;` cannot start a node").
+/// `slashdash base-node ';'?`: a node commented out, with the `;` that may end it.
+fn slashdashed_node(input: &mut Input<'_>) -> PResult<()> {
+    (slashdash, base_node, opt(";")).void().parse_next(input)
 }
 
 fn base_node(input: &mut Input<'_>) -> PResult<KdlNode> {
@@ -1768,6 +1777,18 @@ fn slashdash_tests() {
     assert!(document.parse(new_input("/- foo bar")).is_ok());
     assert!(document.parse(new_input("/- foo bar;")).is_ok());
     assert!(document.parse(new_input("/-n 1;")).is_ok());
+    // kai-policy patch: kdl-org/kdl-rs#107. `document.parse` above recovers from errors, so
+    // these go through the public entry point, which fails on any.
+    for text in [
+        "/-n 1;",
+        "/-n 1; m 2",
+        "a { b; /-c 1; }",
+        "a { /-b; c; /-d 1;}",
+        "/-a;/-b;",
+    ] {
+        let doc = crate::KdlDocument::parse_v2(text).unwrap();
+        assert_eq!(doc.to_string(), text, "prints back as written");
+    }
     assert!(node.parse(new_input("/- foo\nbar baz")).is_ok());
     assert!(node_entry.parse(new_input("/-commented tada")).is_ok());
     assert!(node.parse(new_input("foo /- { }")).is_ok());
