@@ -764,12 +764,13 @@ impl Reader<'_> {
         self.diags.push(
             Diagnostic::warning(
                 Code::BytesOfMemory,
-                format!("the {what} {} has no unit, so it is {number} bytes", written(entry)),
+                format!(
+                    "the {what} {} has no unit, so it is {number} bytes",
+                    written(entry)
+                ),
                 self.at(entry.span()).with_text("bytes"),
             )
-            .with_help(format!(
-                "memory amounts take a unit: did you mean `{key}=\"{number}Gi\"` (or `\"{number}Mi\"`)? Less than 1Mi of memory cannot run a pod"
-            )),
+            .with_help(memory_unit_help(key, number)),
         );
     }
 
@@ -1771,6 +1772,25 @@ impl Reader<'_> {
             limit_at: limit_entry.map(|e| self.at(e.span())),
             weight_at: props.get("weight").map(|e| self.at(e.span())),
         })
+    }
+}
+
+/// The help for a memory amount written without a unit: the unit a person most likely left
+/// out. A queue's memory is rarely above 64 TiB, so a larger number was more likely meant in
+/// Mi (`524288` is 512 Gi), a smaller one in Gi.
+fn memory_unit_help(key: &str, number: &str) -> String {
+    let tail = "Less than 1Mi of memory cannot run a pod";
+    match number.parse::<u64>() {
+        Ok(n) if n > 65_536 && n % 1024 == 0 => format!(
+            "memory amounts take a unit: did you mean `{key}=\"{number}Mi\"` (that is {}Gi)? {tail}",
+            n / 1024
+        ),
+        Ok(n) if n > 65_536 => {
+            format!("memory amounts take a unit: did you mean `{key}=\"{number}Mi\"`? {tail}")
+        }
+        _ => format!(
+            "memory amounts take a unit: did you mean `{key}=\"{number}Gi\"` (or `\"{number}Mi\"`)? {tail}"
+        ),
     }
 }
 
