@@ -784,6 +784,17 @@ impl Reader<'_> {
         }
         let text = self.string(entry, &format!("`{key}=\"30m\"`"))?;
         match quantity::parse_duration(&text) {
+            // The scheduler's readers trim what a cluster object holds; a policy, read by
+            // people and diffed, has one spelling, as its quantities do.
+            Ok(_) if text.trim() != text => {
+                self.error(
+                    Code::InvalidValue,
+                    format!("`{key}` is \"{text}\", with spaces around the duration"),
+                    self.at(entry.span()).with_text("spaces"),
+                    format!("did you mean `{key}=\"{}\"`?", text.trim()),
+                );
+                None
+            }
             Ok(d) => Some(d),
             Err(quantity::DurationError::TooLong(_)) => {
                 self.error(
