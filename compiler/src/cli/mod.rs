@@ -475,10 +475,8 @@ fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
             let out = sources.push(SourceFile::new(source::display_path(&args.out), ""));
             let mut all = diagnostics.clone();
             all.push(
-                Diagnostic::error(Code::CannotRun, e.to_string(), Label::new(out, 0, 0)).with_help(
-                    "check that the output folder and its files can be written; the outputs \
-                         there were left as they were",
-                ),
+                Diagnostic::error(Code::CannotRun, e.to_string(), Label::new(out, 0, 0))
+                    .with_help(e.help()),
             );
             report(&render(format, &all, &sources));
             return Ok(EXIT_FAILURE);

@@ -532,9 +532,12 @@ fn human_style() -> HumanStyle {
 
 /// The checked policy of a folder (diagnostics printed to stderr, and with `--format json` as
 /// the one document on stdout; `None` when it has errors).
-fn policy_from_folder(folder: &std::path::Path, format: Format) -> Result<Option<Policy>, Failure> {
+fn policy_from_folder(
+    folder: &std::path::Path,
+    format: Format,
+) -> Result<Option<Policy>, CannotRun> {
     let (sources, early) =
-        source::load_dir(folder).map_err(|e| Failure::of_error(folder, &CliError::Load(e)))?;
+        source::load_dir(folder).map_err(|e| CannotRun::of_error(folder, &CliError::Load(e)))?;
     let checked = check::check(&sources, early);
     // Diagnostics go to stderr so that stdout stays one JSON document with `--format json`.
     if !checked.diagnostics.is_empty() {
@@ -550,33 +553,12 @@ fn policy_from_folder(folder: &std::path::Path, format: Format) -> Result<Option
     Ok(checked.policy.filter(|_| !failed))
 }
 
-/// Why `simulate` could not run: the message stderr shows, and for `--format json` the same as
-/// a KP0000 diagnostic naming the file, so stdout is one JSON document also then.
-struct Failure {
-    message: String,
-    /// How to fix it, for people (the document carries it for programs).
-    help: String,
-    document: CannotRun,
-}
-
-impl Failure {
-    fn new(file: &str, message: String, help: &str) -> Self {
-        let mut document = CannotRun::default();
-        document.add(file, message.clone(), help);
-        Failure {
-            message,
-            help: help.to_string(),
-            document,
-        }
-    }
-
-    fn of_error(path: &std::path::Path, error: &CliError) -> Self {
-        Failure {
-            message: error.to_string(),
-            help: error.help().to_string(),
-            document: CannotRun::of_error(path, error),
-        }
-    }
+/// Why `simulate` could not run, about `file`: stderr shows it as people read it, and with
+/// `--format json` it is the KP0000 document on stdout, so stdout is one JSON document also then.
+fn failure(file: &str, message: String, help: &str) -> CannotRun {
+    let mut failure = CannotRun::default();
+    failure.add(file, message, help);
+    failure
 }
 
 /// How to fix a cluster file that cannot be used.
@@ -586,21 +568,22 @@ const CLUSTER_HELP: &str = "check the path and its permissions; the cluster file
 fn simulate_command(args: &SimulateArgs) -> Result<u8, String> {
     match simulate_cluster(args) {
         Ok(status) => Ok(status),
-        Err(failure) if args.format == Format::Json => {
-            eprintln!("error: {}", failure.message);
-            print_stdout(&failure.document.json());
+        Err(failure) => {
+            eprint!("{}", failure.human());
+            if args.format == Format::Json {
+                print_stdout(&failure.json());
+            }
             Ok(EXIT_FAILURE)
         }
-        Err(failure) => Err(format!("{}\nhelp: {}", failure.message, failure.help)),
     }
 }
 
-fn simulate_cluster(args: &SimulateArgs) -> Result<u8, Failure> {
+fn simulate_cluster(args: &SimulateArgs) -> Result<u8, CannotRun> {
     let policy =
         match &args.config {
             Some(path) => config::load(path)
                 .map_err(|e| {
-                    Failure::new(
+                    failure(
                         &path.display().to_string(),
                         e.to_string(),
                         "check the path and its permissions, or rebuild it with `kai-policy build`",
@@ -617,7 +600,7 @@ fn simulate_cluster(args: &SimulateArgs) -> Result<u8, Failure> {
     let file = if args.cluster.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text).map_err(|e| {
-            Failure::new(
+            failure(
                 "-",
                 format!("cannot read the cluster from standard input: {e}"),
                 CLUSTER_HELP,
@@ -627,14 +610,14 @@ fn simulate_cluster(args: &SimulateArgs) -> Result<u8, Failure> {
     } else {
         ingest::read_cluster(&args.cluster, &options)
     }
-    .map_err(|e| Failure::new(&e.file, e.to_string(), CLUSTER_HELP))?;
+    .map_err(|e| failure(&e.file, e.to_string(), CLUSTER_HELP))?;
     for note in &file.notes {
         eprintln!("note: {}: {note}", args.cluster.display());
     }
     if file.snapshot.nodes.is_empty() && file.snapshot.pods.is_empty() {
         // Nothing to schedule on and nothing to schedule: an empty file, or one that is not a
         // cluster at all. Running cycles over it would only print an empty table.
-        return Err(Failure::new(
+        return Err(failure(
             &args.cluster.display().to_string(),
             format!("{} holds no nodes and no pods", args.cluster.display()),
             "give the cluster as `kubectl get nodes,pods,podgroups.scheduling.run.ai -A -o yaml` prints it (a List, or documents with kind Node and Pod); the notes above say what was skipped",
@@ -647,7 +630,7 @@ fn simulate_cluster(args: &SimulateArgs) -> Result<u8, Failure> {
             let seconds = now.as_second() - origin.as_second();
             let start = u64::try_from(seconds).unwrap_or(0);
             if start < file.taken {
-                return Err(Failure::new(
+                return Err(failure(
                     &args.cluster.display().to_string(),
                     format!(
                         "--now {now} is before the latest creation or start time in {} ({})",
