@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use super::{
     CannotRun, CliError, EXIT_FAILURE, EXIT_OK, EXIT_PROBLEMS, Format, ReportFormat,
-    markdown_failure, print_stdout, render, report_cannot_run,
+    markdown_failure, print_stdout, render, report_cannot_run, with_failure,
 };
-use crate::diagnostics::{self, Code, Diagnostic, HumanStyle, Label};
+use crate::diagnostics::{self, Diagnostic, HumanStyle};
 use crate::diff::{self, PolicyDiff, Side};
 use crate::explain;
 use crate::fairshare::Demand;
@@ -77,15 +77,12 @@ pub fn run(args: &DiffArgs) -> Result<u8, CliError> {
                 ReportFormat::Human => {}
                 ReportFormat::Json => {
                     // The KP0000 says which revision the diagnostics are of, and why exit 2.
-                    let mut sources = sources;
-                    let dir = sources.push(SourceFile::new(source::display_path(&args.dir), ""));
-                    let mut all = diagnostics;
-                    all.push(
-                        Diagnostic::error(Code::CannotRun, headline, Label::new(dir, 0, 0))
-                            .with_help(
-                                "fix the errors above in the policy at that revision; nothing was \
-                                 compared",
-                            ),
+                    let (sources, all) = with_failure(
+                        sources,
+                        diagnostics,
+                        &args.dir,
+                        headline,
+                        "fix the errors above in the policy at that revision; nothing was compared",
                     );
                     print_stdout(&render(Format::Json, &all, &sources));
                 }

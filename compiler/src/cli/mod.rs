@@ -394,6 +394,21 @@ fn denied_sentence(checked: &Checked) -> String {
     )
 }
 
+/// A policy's `diagnostics` (of `sources`) and one KP0000 more about `path`: a run that failed
+/// after the policy was read reports both in its one document.
+fn with_failure(
+    mut sources: SourceSet,
+    mut diagnostics: Vec<Diagnostic>,
+    path: &Path,
+    message: String,
+    help: &str,
+) -> (SourceSet, Vec<Diagnostic>) {
+    let id = sources.push(SourceFile::new(source::display_path(path), ""));
+    diagnostics
+        .push(Diagnostic::error(Code::CannotRun, message, Label::new(id, 0, 0)).with_help(help));
+    (sources, diagnostics)
+}
+
 /// A command error (exit 2) as one diagnostic of the chosen machine-readable format, naming the
 /// path it is about (the one the error names, such as an unreadable folder inside the policy,
 /// else `path`), so a CI step that uploads the output always gets a valid document.
@@ -471,12 +486,12 @@ fn build_command(args: &BuildArgs) -> Result<u8, CliError> {
         }
         Err(e) => {
             // The write error joins the policy's diagnostics in the one document.
-            let mut sources = sources.clone();
-            let out = sources.push(SourceFile::new(source::display_path(&args.out), ""));
-            let mut all = diagnostics.clone();
-            all.push(
-                Diagnostic::error(Code::CannotRun, e.to_string(), Label::new(out, 0, 0))
-                    .with_help(e.help()),
+            let (sources, all) = with_failure(
+                sources,
+                diagnostics.clone(),
+                &args.out,
+                e.to_string(),
+                e.help(),
             );
             report(&render(format, &all, &sources));
             return Ok(EXIT_FAILURE);
