@@ -110,21 +110,7 @@ fn preview(args: &DiffArgs) -> Result<PolicyDiff, Failure> {
     let head = revision(&args.dir, args.head.as_deref(), &cache, false)?;
     let scenario = match &args.scenario {
         None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| {
-                CannotRun::of_error(
-                    path,
-                    &CliError::Read {
-                        path: path.clone(),
-                        source,
-                    },
-                )
-            })?;
-            match explain::parse_scenario(&path.display().to_string(), &text) {
-                Ok(s) => Some((path.display().to_string(), text, s)),
-                Err(e) => return Err(super::explain::scenario_failure(&text, &[e]).into()),
-            }
-        }
+        Some(path) => Some(super::explain::read_scenario(path)?),
     };
     let (base_demand, head_demand) = match (demand(&base.0, &scenario), demand(&head.0, &scenario))
     {

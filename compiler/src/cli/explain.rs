@@ -10,6 +10,7 @@ use crate::diagnostics::{self, HumanStyle};
 use crate::explain::{self, Report, ScenarioError};
 use crate::fairshare::Demand;
 use crate::model::Policy;
+use crate::scenario::Scenario;
 
 /// Arguments of `explain`.
 #[derive(Debug, clap::Args)]
@@ -70,18 +71,27 @@ fn demand(policy: &Policy, args: &ExplainArgs) -> Result<Demand, CannotRun> {
     let Some(path) = &args.scenario else {
         return Ok(explain::busy_demand(policy));
     };
+    let (file, text, scenario) = read_scenario(path)?;
+    explain::demand_from_scenario(policy, &scenario, &file, &text)
+        .map_err(|errors| scenario_failure(&text, &errors))
+}
+
+/// A scenario file's name as shown, its text and what it says, or why it cannot be used.
+pub(super) fn read_scenario(
+    path: &std::path::Path,
+) -> Result<(String, String, Scenario), CannotRun> {
     let text = std::fs::read_to_string(path).map_err(|source| {
         let e = super::CliError::Read {
-            path: path.clone(),
+            path: path.to_path_buf(),
             source,
         };
         CannotRun::of_error(path, &e)
     })?;
     let file = path.display().to_string();
-    explain::parse_scenario(&file, &text)
-        .map_err(|e| vec![e])
-        .and_then(|scenario| explain::demand_from_scenario(policy, &scenario, &file, &text))
-        .map_err(|errors| scenario_failure(&text, &errors))
+    match explain::parse_scenario(&file, &text) {
+        Ok(scenario) => Ok((file, text, scenario)),
+        Err(e) => Err(scenario_failure(&text, &[e])),
+    }
 }
 
 /// Scenario errors as KP0000 failures, each at its line of the scenario file.
