@@ -220,6 +220,12 @@ pub enum Reason {
         /// The name given.
         name: String,
     },
+    /// The job was placed earlier in this cycle, and a later action took that placement back
+    /// for its preemptor before anything was bound (KAI evicts such pods).
+    Withdrawn {
+        /// What took it: reclaim or preempt, and for which job.
+        reason: EvictReason,
+    },
 }
 
 /// An amount as people say it: "4 GPU", "500m CPU", "16Gi memory".
@@ -374,6 +380,10 @@ impl fmt::Display for Reason {
                     "priority class {name} is declared neither by the policy nor by a PriorityClass in the cluster"
                 )
             }
+            Reason::Withdrawn { reason } => write!(
+                f,
+                "placed earlier in this cycle, then given up before binding: {reason}"
+            ),
         }
     }
 }

@@ -740,3 +740,52 @@ fn check_filters(before: &Snapshot, r: &CycleResult) -> Result<(), TestCaseError
     }
     Ok(())
 }
+
+/// Found by `named_shared_devices_are_never_overcommitted`: allocate binds x0's three pods
+/// (minimum two); reclaim for x1 takes x0's newest pod as surplus, then the other two, and the
+/// gang fits; the surplus pod fits back, but alone it would leave x0 bound below its minimum.
+/// All three placements are taken back instead.
+#[test]
+fn a_gang_placed_this_cycle_is_never_left_partly_bound() {
+    let policy = policy();
+    let nodes = vec![4, 4];
+    let jobs = vec![
+        JobSpec {
+            namespace: 2,
+            size: 3,
+            min: 2,
+            gpus: 1,
+            fractional: false,
+            class: 2,
+        },
+        JobSpec {
+            namespace: 0,
+            size: 2,
+            min: 2,
+            gpus: 3,
+            fractional: false,
+            class: 0,
+        },
+    ];
+    let named: Named = vec![
+        vec![vec![(false, 0, false)], vec![(false, 2, true)]],
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+    ];
+    let mut s = snapshot(&nodes, &jobs, "x");
+    s.pods.extend(named_pods(&nodes, &named));
+    let r = run(&Cycle {
+        snapshot: &s,
+        policy: &policy,
+        now: 600,
+        usage: None,
+    });
+    check_invariants(&policy, &s, &r).unwrap();
+    let pending = r.decisions.iter().find_map(|d| match d {
+        Decision::Pending { job, pods, .. } if job == "c/x0" => Some(pods.len()),
+        _ => None,
+    });
+    assert_eq!(pending, Some(3), "{:#?}", r.decisions);
+}

@@ -644,6 +644,7 @@ pub fn explanation(reason: &Reason) -> UnschedulableExplanation {
         Reason::WaitingBehind { .. } => "WaitingBehind",
         Reason::PreemptionDelay { .. } => "PreemptionDelayNotElapsed",
         Reason::UnknownPriorityClass { .. } => "PriorityClassDoesNotExist",
+        Reason::Withdrawn { .. } => "PlacementWithdrawn",
     };
     let one = |kind: ResourceKind, v: i64| {
         let mut a = Amounts::default();

@@ -59,14 +59,27 @@ pub(crate) struct Context<'a> {
     /// the pending jobs KAI's eviction solvers order together with the preemptor
     /// (`common/action.go: GetJobsToAllocate` over `GetAllPendingJobs`).
     pub waiting: Vec<Vec<usize>>,
-    /// Jobs allocate started: bound with none of their pods allocated before.
-    pub started: Vec<usize>,
+    /// Per job: allocate started it (bound with none of its pods allocated before).
+    pub started: Vec<bool>,
+    /// Per pod: allocate bound it in this cycle onto idle room (see
+    /// [`super::state::ClusterState::release_unpipelined`]).
+    pub bound_now: Vec<bool>,
+    /// Per pod: the room it holds now is such a bind's, which the state does not count as
+    /// pipelined. Cleared once an eviction attempt places it again.
+    pub unpipelined: Vec<bool>,
+    /// Per pod: the index in `decisions` of its Bind or Nominate of this cycle, if any.
+    pub placed_at: Vec<Option<u32>>,
+    /// Indexes in `decisions` of placements taken back (their pods became victims of a later
+    /// action in the same cycle): left out of the cycle's result.
+    pub withdrawn_at: Vec<usize>,
+    /// Jobs whose placement in this cycle was taken back, with why (the first such reason).
+    pub withdrawn: Vec<(usize, Reason)>,
     /// Jobs consolidation, reclaim or preempt evicted pods of (moves included), each once or
     /// more.
     pub evicted: Vec<usize>,
 }
 
-/// Per job, how many of its pods were bound before the cycle, still hold their slot and are
+/// Per job, how many of its pods hold a slot (bound before the cycle or placed in it) and are
 /// not being deleted; and which pods were moved to another node in this cycle.
 #[derive(Debug, Clone)]
 pub(crate) struct RunningPods {
@@ -181,11 +194,10 @@ impl RunningPods {
     }
 }
 
-/// Whether a pod counts as running while it holds a slot: bound before the cycle and not
-/// being deleted.
+/// Whether a pod counts as running while it holds a slot: bound before the cycle or placed in
+/// it (KAI's active allocated pods), and not being deleted.
 pub(super) fn counts_as_running(snapshot: &Snapshot, pod: usize) -> bool {
-    let pod = &snapshot.pods[pod];
-    pod.node.is_some() && !pod.terminating
+    !snapshot.pods[pod].terminating
 }
 
 impl PodState for Context<'_> {
@@ -285,6 +297,24 @@ impl Context<'_> {
         self.slots[pod].is_none() && self.snapshot.pods[pod].node.is_none()
     }
 
+    /// Leaves out of the decisions the placements taken back in this cycle
+    /// ([`Self::withdrawn_at`]).
+    pub(crate) fn drop_withdrawn(&mut self) {
+        if self.withdrawn_at.is_empty() {
+            return;
+        }
+        let mut gone = vec![false; self.decisions.len()];
+        for &at in &self.withdrawn_at {
+            gone[at] = true;
+        }
+        let mut at = 0;
+        self.decisions.retain(|_| {
+            at += 1;
+            !gone[at - 1]
+        });
+        self.withdrawn_at.clear();
+    }
+
     /// Records that a job stays pending, and why.
     pub fn pending_decision(&mut self, job: usize, reason: Reason) {
         let pods = self
@@ -357,7 +387,11 @@ impl Context<'_> {
                     | Reason::OverLimit { .. }),
                 ) => {
                     // Jobs of the queue that started before it in this cycle, itself excluded.
-                    let started_now = started && self.running(j).is_empty();
+                    let started_now = started
+                        && !self.jobs[j]
+                            .pods
+                            .iter()
+                            .any(|&p| self.runs(p) && self.snapshot.pods[p].node.is_some());
                     let reason = match (placed_in[leaf] - usize::from(started_now), reason) {
                         (0, reason) => reason,
                         (jobs, Reason::NoNodeFits { .. }) => Reason::WaitingBehind {
@@ -617,7 +651,7 @@ impl Context<'_> {
         // before (`allocate.go: setLastStartTimestamp`); min-runtime counts from then.
         if !bound.is_empty() {
             if allocated_before == 0 {
-                self.started.push(job);
+                self.started[job] = true;
             }
             self.commit(job, leaf, bound, false);
         }
@@ -714,6 +748,11 @@ impl Context<'_> {
             }
             let pod = self.snapshot.pods[p].key();
             let node = self.snapshot.nodes[slot.node].name.clone();
+            if !nominate && !self.state.is_pipelining() {
+                self.bound_now[p] = true;
+                self.unpipelined[p] = true;
+            }
+            self.placed_at[p] = Some(self.decisions.len() as u32);
             self.decisions.push(if nominate {
                 Decision::Nominate { pod, node }
             } else {

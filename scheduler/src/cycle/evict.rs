@@ -262,11 +262,7 @@ impl Context<'_> {
             .filter(|&v| self.jobs[v].preemptible && self.jobs[v].priority < priority)
             .filter(|&v| self.is_running(v))
             .filter_map(|v| {
-                // A job that grew in this cycle, like one inside its min-runtime, only gives
-                // pods above its minimum (KAI has no such rule: its victims may be pods it just
-                // placed; ours are only running ones).
-                let protected = (honour_min_runtime && self.protected_until(v, min).is_some())
-                    || self.growing(v);
+                let protected = honour_min_runtime && self.protected_until(v, min).is_some();
                 (!protected || self.is_elastic(v)).then_some((v, protected))
             })
             .collect()
@@ -310,8 +306,9 @@ impl Context<'_> {
         }
     }
 
-    /// Running pods of a job that were bound before this cycle and are not being released: what
-    /// eviction can take (KAI's active allocated pods).
+    /// Running pods of a job, bound before this cycle or placed in it, and not being released:
+    /// what eviction can take (KAI's active allocated pods: `Allocated`, `Pipelined`, `Binding`
+    /// and the rest, `pod_status.go: activeAllocatedStatuses`).
     pub(crate) fn running(&self, job: usize) -> Vec<usize> {
         self.jobs[job]
             .pods
@@ -337,11 +334,19 @@ impl Context<'_> {
         running
     }
 
-    /// Whether a pod was bound before the cycle, still is (not moved), and is not being deleted.
-    fn runs(&self, p: usize) -> bool {
+    /// Whether a pod holds a slot (bound before the cycle or placed in it), was not moved in
+    /// this cycle, and is not being deleted.
+    pub(crate) fn runs(&self, p: usize) -> bool {
         self.slots[p].is_some()
             && super::allocate::counts_as_running(self.snapshot, p)
             && !self.running_pods.is_moved(p)
+    }
+
+    /// Whether a pod holds a placement made in this cycle (a Bind or Nominate among the
+    /// decisions): taking it as a victim takes that placement back, as KAI's actions may evict
+    /// what allocate placed in the same session.
+    pub(crate) fn placed_now(&self, p: usize) -> bool {
+        self.placed_at[p].is_some()
     }
 
     /// Whether a job got pods placed in this cycle: it is growing, so it is nobody's victim now
@@ -360,9 +365,13 @@ impl Context<'_> {
 
     /// When a job started: KAI's `LastStartTimestamp`, kept on its PodGroup by the backend
     /// (`kai.scheduler/last-start-timestamp`, set when allocate last bound it with none of its
-    /// pods allocated). Without one (a job started before the scheduler kept it, or with no
-    /// PodGroup), its earliest running pod's start; KAI would not protect such a job at all.
+    /// pods allocated: now, for a job allocate started in this cycle). Without one (a job
+    /// started before the scheduler kept it, or with no PodGroup), its earliest running pod's
+    /// start; KAI would not protect such a job at all.
     pub(crate) fn started(&self, job: usize) -> Option<Time> {
+        if self.started[job] {
+            return Some(self.now);
+        }
         self.jobs[job].last_start.or_else(|| {
             self.jobs[job]
                 .pods
@@ -466,10 +475,12 @@ impl Context<'_> {
         // Victims popped so far are released already: their pods hold no slot, so they count
         // neither as running nor as active here.
         // The last pod in KAI's task order goes first (`GetTasksToEvict`).
+        // A pod placed in this cycle starts now.
         let newest = |pods: &[usize]| {
             pods.iter().copied().max_by_key(|&p| {
                 let pod = &self.snapshot.pods[p];
-                (super::jobs::task_rank(pod), pod.started, pod.created, p)
+                let started = pod.started.or(pod.node.is_none().then_some(self.now));
+                (super::jobs::task_rank(pod), started, pod.created, p)
             })
         };
         // With sub-groups, the pods KAI's `GetTasksToEvict` gives, found once per job.
@@ -689,27 +700,42 @@ impl Context<'_> {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
                     self.running_pods.set_early(*p, false);
                     if !same_place(&self.snapshot.pods[*p], from, to) {
-                        let moved = self.move_decision(*p, from.node, to.node, &for_job);
-                        self.decisions.push(moved);
-                        self.evicted.push(v.job);
-                    } else if self.running_pods.is_moved(*p) {
+                        if self.placed_now(*p) {
+                            self.replace_placement(*p, to.node);
+                        } else {
+                            let moved = self.move_decision(*p, from.node, to.node, &for_job);
+                            self.decisions.push(moved);
+                            self.evicted.push(v.job);
+                        }
+                        continue;
+                    }
+                    if self.running_pods.is_moved(*p) {
                         // A victim placed back where it runs before the gang was kept out of
                         // this attempt's victims; it runs on, and may be a victim again (KAI's
                         // `Unevict`).
                         let slot = self.unmove(*p).expect("a moved pod holds its new slot");
                         self.put_slot(*p, slot);
                     }
+                    self.rebind_unpipelined(*p);
                 }
             }
             for (v, freed) in needed {
                 let Some(why) = v.reason else { continue };
-                self.evicted.push(v.job);
+                let mut evicted = false;
                 for (p, slot) in freed {
+                    if self.placed_now(p) {
+                        self.withdraw(p, v.job, &why);
+                        continue;
+                    }
+                    evicted = true;
                     self.decisions.push(Decision::Evict {
                         pod: self.snapshot.pods[p].key(),
                         node: self.snapshot.nodes[slot.node].name.clone(),
                         reason: EvictReason::clone(&why),
                     });
+                }
+                if evicted {
+                    self.evicted.push(v.job);
                 }
             }
             self.commit(job, leaf, slots, true);
@@ -773,6 +799,7 @@ impl Context<'_> {
         let plan = &Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
         let last = released.pop();
         let mut needed = Vec::with_capacity(released.len() + 1);
+        let mut kept: Vec<Victim> = Vec::new();
         // KAI's solver, for a preemptor of one pod, evicts every victim on the node it lands on
         // (NodeLocalGreedy's scenario: the victims taken so far on the latest one's node) and
         // places them again after it by the nodes' scores: they go with the needed ones, to be
@@ -796,6 +823,7 @@ impl Context<'_> {
                 .iter()
                 .all(|(_, slot)| self.state.overdrawn(slot.node) == Some(false));
             if fits_back && self.admission(job, leaf, &request).is_ok() {
+                kept.push(v);
                 continue;
             }
             self.give_back(&slots);
@@ -815,7 +843,10 @@ impl Context<'_> {
                 .then(|| try_place_gang(self.state, self.snapshot, pending, plan))
                 .flatten();
             match fewer {
-                Some(fewer) => slots = fewer,
+                Some(fewer) => {
+                    slots = fewer;
+                    kept.push(v);
+                }
                 None => {
                     // Without the victim the state is the one the gang's slots were found in.
                     self.release(&v);
@@ -827,7 +858,34 @@ impl Context<'_> {
             }
         }
         needed.extend(last);
+        // A gang is never left partly bound: where the gang needs some pods of a job placed in
+        // this cycle and the ones put back would leave it below its minimum, those go too, to
+        // be placed again with the rest or not at all (test
+        // `a_gang_placed_this_cycle_is_never_left_partly_bound`). A job that ran before the
+        // cycle is left as KAI's solver leaves it (its sub-scenarios take victims by node, and
+        // its allocation of the victim's job asks only what brings it up to its minimum);
+        // stale-gang eviction deals with it after its grace period.
+        for v in kept {
+            let needs_job = needed
+                .iter()
+                .any(|(n, _)| n.job == v.job && n.reason.is_some());
+            let placed_now = v.pods.iter().any(|&p| self.placed_now(p));
+            if needs_job && placed_now && self.below_minimum(v.job) {
+                let freed = self.release(&v);
+                needed.push((v, freed));
+            }
+        }
         (slots, needed)
+    }
+
+    /// Whether a job holds pods but fewer than its minimum (a PodGroup's, sub-groups included).
+    fn below_minimum(&self, job: usize) -> bool {
+        let active = self.active_count(job) as u32;
+        active > 0
+            && match &self.jobs[job].gang {
+                Some(gang) => gang.below_minimum(self),
+                None => active < self.jobs[job].min_member,
+            }
     }
 
     /// With the gang placed, places the needed victims again where they fit, job by job in queue
@@ -959,6 +1017,8 @@ impl Context<'_> {
         }
         to.sort_by_key(|(p, _)| gone.iter().position(|(q, _, _)| q == p));
         for ((p, from, _), (_, to)) in gone.iter().zip(&to) {
+            // Placed again as the eviction actions place: counted as pipelined.
+            self.unpipelined[*p] = false;
             if same_place(&self.snapshot.pods[*p], from, to) && !always_moved {
                 self.put_slot(*p, to.clone());
             } else {
@@ -1009,10 +1069,12 @@ impl Context<'_> {
             // Placed again on the very devices it left: the state and its queue's allocation
             // are as they were before it was taken, so only the pods' slots are given back
             // (most victims a failed attempt places again before the gang land there).
+            // A pod allocate bound in this cycle held room the state does not count as
+            // pipelined, which its new slot is: it goes back the long way.
             let home = to
                 .iter()
                 .zip(&freed)
-                .all(|((p, t), (q, f))| p == q && t == f);
+                .all(|((p, t), (q, f))| p == q && t == f && !self.bound_now[*p]);
             if !home {
                 self.release_moved(&v, &to);
                 back.push((v, freed));
@@ -1032,6 +1094,8 @@ impl Context<'_> {
         for (p, slot) in to.iter().rev() {
             self.take_moved_slot(*p);
             self.state.release(slot, &self.snapshot.pods[*p]);
+            // Released again from the room it held before the attempt.
+            self.unpipelined[*p] = self.bound_now[*p];
         }
         self.account(v, -1);
     }
@@ -1066,13 +1130,68 @@ impl Context<'_> {
         }
     }
 
+    /// Takes back the placement a pod was given in this cycle, for a later action's preemptor
+    /// (`why`): its Bind or Nominate leaves the decisions, no eviction is issued (nothing was
+    /// bound), and its job waits, saying why. KAI evicts such a pod (`framework/statement.go:
+    /// Evict` on an `Allocated` or `Pipelined` task), after allocate has sent its binding.
+    fn withdraw(&mut self, p: usize, job: usize, why: &EvictReason) {
+        if let Some(at) = self.placed_at[p].take() {
+            self.withdrawn_at.push(at as usize);
+        }
+        self.unpipelined[p] = false;
+        if !self.withdrawn.iter().any(|(j, _)| *j == job) {
+            self.withdrawn.push((
+                job,
+                Reason::Withdrawn {
+                    reason: why.clone(),
+                },
+            ));
+        }
+        if self.started[job] && self.active_count(job) == 0 {
+            self.started[job] = false;
+        }
+    }
+
+    /// Moves a pod placed in this cycle to node `to`: its placement there replaces the one it
+    /// had, as a nomination (it is placed as the eviction actions place).
+    fn replace_placement(&mut self, p: usize, to: usize) {
+        if let Some(at) = self.placed_at[p].take() {
+            self.withdrawn_at.push(at as usize);
+        }
+        self.placed_at[p] = Some(self.decisions.len() as u32);
+        self.decisions.push(Decision::Nominate {
+            pod: self.snapshot.pods[p].key(),
+            node: self.snapshot.nodes[to].name.clone(),
+        });
+    }
+
+    /// Counts a pod allocate bound in this cycle, and an eviction attempt placed again on the
+    /// very room it held, as bound there again: not pipelined (its Bind stands).
+    fn rebind_unpipelined(&mut self, p: usize) {
+        if !self.bound_now[p] || self.unpipelined[p] {
+            return;
+        }
+        let Some(slot) = self.slots[p].clone() else {
+            return;
+        };
+        let pod = &self.snapshot.pods[p];
+        self.state.release(&slot, pod);
+        self.state.take_unpipelined(&slot, pod);
+        self.unpipelined[p] = true;
+    }
+
     /// Takes a victim's pods off their nodes (and its allocation off its queue); returns the
     /// slots they held.
     fn release(&mut self, victim: &Victim) -> Vec<(usize, Slot)> {
         let mut freed = Vec::new();
         for &p in &victim.pods {
             if let Some(slot) = self.take_slot(p) {
-                self.state.release(&slot, &self.snapshot.pods[p]);
+                let pod = &self.snapshot.pods[p];
+                if self.unpipelined[p] {
+                    self.state.release_unpipelined(&slot, pod);
+                } else {
+                    self.state.release(&slot, pod);
+                }
                 freed.push((p, slot));
             }
         }
@@ -1090,7 +1209,12 @@ impl Context<'_> {
     /// Puts a released victim back where it was.
     fn restore(&mut self, victim: &Victim, freed: &[(usize, Slot)]) {
         for (p, slot) in freed {
-            self.state.take(slot, &self.snapshot.pods[*p]);
+            let pod = &self.snapshot.pods[*p];
+            if self.unpipelined[*p] {
+                self.state.take_unpipelined(slot, pod);
+            } else {
+                self.state.take(slot, pod);
+            }
             self.put_slot(*p, slot.clone());
         }
         self.account(victim, 1);
@@ -1208,7 +1332,13 @@ impl Context<'_> {
             if grace < 0 || below_for < grace as u64 {
                 continue;
             }
-            let running = self.running(j);
+            // Only pods bound before the cycle: a gang allocate topped up is not below its
+            // minimum.
+            let running: Vec<usize> = self
+                .running(j)
+                .into_iter()
+                .filter(|&p| !self.placed_now(p))
+                .collect();
             let reason = EvictReason::StaleGang {
                 running: active,
                 min_member: job.gang.as_ref().map_or(job.min_member, |g| g.min_pods()),

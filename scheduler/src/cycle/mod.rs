@@ -302,7 +302,12 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         pipelined: vec![0; jobs.len()],
         running_pods,
         waiting: vec![Vec::new(); policy.queues.len()],
-        started: Vec::new(),
+        started: vec![false; jobs.len()],
+        bound_now: vec![false; snapshot.pods.len()],
+        unpipelined: vec![false; snapshot.pods.len()],
+        placed_at: vec![None; snapshot.pods.len()],
+        withdrawn_at: Vec::new(),
+        withdrawn: Vec::new(),
         evicted: Vec::new(),
     };
     let mut unplaced = ctx.allocate();
@@ -336,8 +341,19 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         ctx.check_releasing();
     }
     ctx.give_leaving_room_back(leaving);
+    // A job whose placement a later action took back waits for that reason, whatever else
+    // was said of it.
+    let mut withdrawn = std::mem::take(&mut ctx.withdrawn);
     for u in unplaced {
-        ctx.pending_decision(u.job, u.reason);
+        let reason = match withdrawn.iter().position(|(j, _)| *j == u.job) {
+            Some(at) => withdrawn.swap_remove(at).1,
+            None => u.reason,
+        };
+        ctx.pending_decision(u.job, reason);
+    }
+    withdrawn.sort_by_key(|(j, _)| *j);
+    for (job, reason) in withdrawn {
+        ctx.pending_decision(job, reason);
     }
     // The marks KAI keeps on PodGroups, for the jobs that have one (stale-gang evictions set
     // no eviction time: KAI evicts those outside a statement).
@@ -351,7 +367,8 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         keys.dedup();
         keys
     };
-    let started = marked(&ctx.started);
+    let started_jobs: Vec<usize> = (0..jobs.len()).filter(|&j| ctx.started[j]).collect();
+    let started = marked(&started_jobs);
     let evicted = marked(&ctx.evicted);
     let stale_marks = if actions.stale_gang_eviction {
         let marks = ctx.evict_stale_gangs();
@@ -361,6 +378,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     } else {
         Vec::new()
     };
+    ctx.drop_withdrawn();
     let claims = ctx
         .state
         .dra

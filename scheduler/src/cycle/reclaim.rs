@@ -387,10 +387,7 @@ impl Context<'_> {
             if !self.is_running(v) {
                 return None;
             }
-            // A job that grew in this cycle gives only pods above its minimum, as one inside
-            // its min-runtime does.
-            let protected =
-                self.protected_until(v, min).is_some() && honour_min_runtime || self.growing(v);
+            let protected = self.protected_until(v, min).is_some() && honour_min_runtime;
             if protected && !self.is_elastic(v) {
                 return None;
             }

@@ -1348,3 +1348,93 @@ fn reclaim_nominates_onto_the_room_of_pods_being_deleted_beside_its_victims() {
     assert_eq!(reclaimed(&r), vec!["b/x"], "{:#?}", r.decisions);
     assert_eq!(nominated(&r), vec![("a/p".to_string(), "n1".to_string())]);
 }
+
+/// KAI's reclaim may take what allocate placed in the same session (its victims are the jobs
+/// with active allocated pods, `Allocated` and `Pipelined` among them: `pod_status.go`); ours
+/// takes such a placement back before anything is bound, so the pod is neither bound nor
+/// evicted, and its job waits saying why.
+///
+/// One 4-GPU node. A (quota 4) wants one 4-GPU pod; B (quota 0) runs b1 (1 GPU) and has b2
+/// (1 GPU, newer) pending. Fair shares A 4, B 0. Allocate serves A first, which does not fit
+/// beside b1, then binds b2. Reclaim for a1: A stays within its quota with it (0 + 4 <= 4), B is
+/// above its quota; its newest job first: b2, then b1 (B holds 2, then 1, both above its share
+/// of 0). With both gone a1 fits, nominated onto the room b1 is releasing. Were b2's placement
+/// not taken, evicting b1 would leave 3 GPUs and a1 would wait a cycle more.
+#[test]
+fn reclaim_takes_back_a_placement_of_the_same_cycle_instead_of_binding_it() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=4; namespaces "a" }
+        queue "b" { gpu; namespaces "b" }
+        "#,
+    );
+    let s = Snapshot {
+        nodes: vec![node("n1", 4)],
+        pods: vec![
+            created(pod("a", "a1", 4), 5),
+            running(created(pod("b", "b1", 1), 0), "n1", 0),
+            created(pod("b", "b2", 1), 10),
+        ],
+        ..Default::default()
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![4000, 0]);
+    assert_eq!(
+        binds(&r),
+        Vec::<(String, String)>::new(),
+        "{:#?}",
+        r.decisions
+    );
+    assert_eq!(victims(&r), vec!["b/b1".to_string()], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("a/a1".to_string(), "n1".to_string())]);
+    assert_eq!(
+        pending_reason(&r, "b/b2"),
+        &Reason::Withdrawn {
+            reason: EvictReason::Reclaim {
+                for_job: "a/a1".into(),
+                by_queue: "a".into(),
+                from_queue: "b".into(),
+            }
+        }
+    );
+    assert_eq!(
+        pending_reason(&r, "b/b2").to_string(),
+        "placed earlier in this cycle, then given up before binding: reclaimed by queue a (below its fair share) from queue b for a/a1"
+    );
+}
+
+/// KAI's allocate sets a job's `LastStartTimestamp` to now when it starts it
+/// (`allocate.go: setLastStartTimestamp`), so a job started in this cycle is inside any
+/// min-runtime. The cluster of the case above, with a reclaim min-runtime of 1h and the clock at
+/// 2h: b1 (started at 0) is past it, b2 (started now) inside it for the whole hour. b1 alone
+/// frees 3 GPUs, too few: a1 waits, and says that b's min-runtime is what keeps it, for 1h.
+#[test]
+fn a_job_allocate_started_this_cycle_is_inside_its_min_runtime() {
+    let p = policy(
+        r#"
+        cluster "c" { min-runtime reclaim="1h" }
+        queue "a" { gpu quota=4; namespaces "a" }
+        queue "b" { gpu; namespaces "b" }
+        "#,
+    );
+    let s = Snapshot {
+        nodes: vec![node("n1", 4)],
+        pods: vec![
+            created(pod("a", "a1", 4), 5),
+            running(created(pod("b", "b1", 1), 0), "n1", 0),
+            created(pod("b", "b2", 1), 10),
+        ],
+        ..Default::default()
+    };
+    let r = cycle(&p, &s, 7200);
+    assert_eq!(binds(&r), vec![("b/b2".to_string(), "n1".to_string())]);
+    assert_eq!(victims(&r), Vec::<String>::new(), "{:#?}", r.decisions);
+    assert_eq!(
+        pending_reason(&r, "a/a1"),
+        &Reason::MinRuntime {
+            action: "reclaim",
+            queue: "b".into(),
+            remaining: 3600,
+        }
+    );
+}

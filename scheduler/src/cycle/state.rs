@@ -732,6 +732,22 @@ impl<'s> ClusterState<'s> {
         }
     }
 
+    /// Places a pod on a slot without counting it as pipelined there: a pod allocate bound in
+    /// this cycle, taken as a victim and put back (see [`Self::release_unpipelined`]).
+    pub fn take_unpipelined(&mut self, slot: &Slot, pod: &Pod) {
+        let pipelining = std::mem::replace(&mut self.pipelining, false);
+        self.take(slot, pod);
+        self.pipelining = pipelining;
+    }
+
+    /// Frees what a pod allocate bound in this cycle held: its room was idle room, never
+    /// counted as pipelined, so freeing it takes nothing off what pipelined pods hold.
+    pub fn release_unpipelined(&mut self, slot: &Slot, pod: &Pod) {
+        let pipelining = std::mem::replace(&mut self.pipelining, false);
+        self.release(slot, pod);
+        self.pipelining = pipelining;
+    }
+
     /// Counts a pod allocate nominates onto room being released as pipelined there, as the
     /// actions after it count theirs (see [`Self::track`]): a pod bound beside it then takes
     /// idle room only where the pipelined pods left the releasing room theirs.
@@ -740,6 +756,11 @@ impl<'s> ClusterState<'s> {
             self.pipelined[node] = add(self.pipelined[node], pod.request, 1);
             self.pipelined_pods[node] += 1;
         }
+    }
+
+    /// Whether placements off a pod's own node are pipelines now (see [`Self::track`]).
+    pub fn is_pipelining(&self) -> bool {
+        self.pipelining
     }
 
     /// From now on, placements off a pod's own node are pipelines (see [`Self::track`]).
