@@ -47,7 +47,7 @@ pub(crate) struct Context<'a> {
     /// pipelined onto.
     pub releasing: Vec<usize>,
     /// Per job: whether pods of it that were pending have been placed in this cycle (bound
-    /// or nominated; such placements are never taken back).
+    /// or nominated; reclaim and preempt may take such placements back, consolidation not).
     pub grown: Vec<bool>,
     /// Per job: how many of its pods have been nominated (pipelined) in this cycle; they hold
     /// their slots, so they are among its active pods, which KAI's pipelined pods are not.

@@ -349,8 +349,8 @@ impl Context<'_> {
         self.placed_at[p].is_some()
     }
 
-    /// Whether a job got pods placed in this cycle: it is growing, so it is nobody's victim now
-    /// (evicting its older pods would leave the new ones as a partial gang).
+    /// Whether a job got pods placed in this cycle: consolidation leaves it alone (moving its
+    /// older pods could leave the new ones as a partial gang).
     pub(crate) fn growing(&self, job: usize) -> bool {
         self.grown[job]
     }
@@ -479,7 +479,7 @@ impl Context<'_> {
         let newest = |pods: &[usize]| {
             pods.iter().copied().max_by_key(|&p| {
                 let pod = &self.snapshot.pods[p];
-                let started = pod.started.or(pod.node.is_none().then_some(self.now));
+                let started = pod.started.or(self.placed_now(p).then_some(self.now));
                 (super::jobs::task_rank(pod), started, pod.created, p)
             })
         };
