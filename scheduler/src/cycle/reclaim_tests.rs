@@ -1349,6 +1349,20 @@ fn reclaim_nominates_onto_the_room_of_pods_being_deleted_beside_its_victims() {
     assert_eq!(nominated(&r), vec![("a/p".to_string(), "n1".to_string())]);
 }
 
+/// One 4-GPU node: b1 (queue b, 1 GPU) runs there; a1 (queue a, 4 GPUs) and b2 (queue b, 1
+/// GPU, the newest) wait.
+fn one_node_with_b2_pending() -> Snapshot {
+    Snapshot {
+        nodes: vec![node("n1", 4)],
+        pods: vec![
+            created(pod("a", "a1", 4), 5),
+            running(created(pod("b", "b1", 1), 0), "n1", 0),
+            created(pod("b", "b2", 1), 10),
+        ],
+        ..Default::default()
+    }
+}
+
 /// KAI's reclaim may take what allocate placed in the same session (its victims are the jobs
 /// with active allocated pods, `Allocated` and `Pipelined` among them: `pod_status.go`); ours
 /// takes such a placement back before anything is bound, so the pod is neither bound nor
@@ -1368,15 +1382,7 @@ fn reclaim_takes_back_a_placement_of_the_same_cycle_instead_of_binding_it() {
         queue "b" { gpu; namespaces "b" }
         "#,
     );
-    let s = Snapshot {
-        nodes: vec![node("n1", 4)],
-        pods: vec![
-            created(pod("a", "a1", 4), 5),
-            running(created(pod("b", "b1", 1), 0), "n1", 0),
-            created(pod("b", "b2", 1), 10),
-        ],
-        ..Default::default()
-    };
+    let s = one_node_with_b2_pending();
     let r = cycle(&p, &s, 3600);
     assert_eq!(gpu_fair_shares(&r), vec![4000, 0]);
     assert_eq!(
@@ -1417,15 +1423,7 @@ fn a_job_allocate_started_this_cycle_is_inside_its_min_runtime() {
         queue "b" { gpu; namespaces "b" }
         "#,
     );
-    let s = Snapshot {
-        nodes: vec![node("n1", 4)],
-        pods: vec![
-            created(pod("a", "a1", 4), 5),
-            running(created(pod("b", "b1", 1), 0), "n1", 0),
-            created(pod("b", "b2", 1), 10),
-        ],
-        ..Default::default()
-    };
+    let s = one_node_with_b2_pending();
     let r = cycle(&p, &s, 7200);
     assert_eq!(binds(&r), vec![("b/b2".to_string(), "n1".to_string())]);
     assert_eq!(victims(&r), Vec::<String>::new(), "{:#?}", r.decisions);
