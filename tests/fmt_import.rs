@@ -177,7 +177,7 @@ fn import_of_bad_input_exits_2_naming_the_file_and_object() {
     assert_eq!(run.status, 2, "{run:?}");
     assert!(
         run.stderr
-            .starts_with("error: not-yaml.yaml: not valid YAML"),
+            .starts_with("error: not-yaml.yaml:1:12: not valid YAML: unclosed bracket"),
         "{}",
         run.stderr
     );
@@ -185,8 +185,9 @@ fn import_of_bad_input_exits_2_naming_the_file_and_object() {
     let run = kai_policy(dir.path(), &["import", "bad-quota.yaml"]);
     assert_eq!(run.status, 2, "{run:?}");
     assert!(
-        run.stderr
-            .contains("bad-quota.yaml: Queue \"greedy\" (document 1): spec.resources.gpu.quota"),
+        run.stderr.contains(
+            "bad-quota.yaml:4:33: Queue \"greedy\" (document 1): spec.resources.gpu.quota"
+        ),
         "{}",
         run.stderr
     );

@@ -17,6 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use crate::yaml::{self, Located, Place};
+
 use crate::lower::objects::{QueueObject, QueueResource};
 use crate::quantity::{
     Duration, MAX_AMOUNT, QuantityError, ResourceKind, format_quantity, format_thousandths,
@@ -25,16 +27,50 @@ use crate::quantity::{
 
 const INDENT: &str = "    ";
 
-/// Why the input could not be imported: which file, which object, and what is wrong with it.
+/// Why the input could not be imported: which file, where in it, which object, and what is
+/// wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {}{message}", object.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
+#[error("{file}{}: {}{message}", where_in(*line, *column), object.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
 pub struct ImportError {
     /// The input's name (a path, or `-` for stdin).
     pub file: String,
+    /// The 1-based line of the value or object to blame, when one is.
+    pub line: Option<usize>,
+    /// Its 1-based column.
+    pub column: Option<usize>,
     /// The object, when one is to blame: `Queue "llm" (document 2)`.
     pub object: Option<String>,
     /// What is wrong.
     pub message: String,
+}
+
+/// `:LINE:COLUMN` after a file's name, when the place is known.
+fn where_in(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(":{l}:{c}"),
+        (Some(l), None) => format!(":{l}"),
+        _ => String::new(),
+    }
+}
+
+impl ImportError {
+    /// The same error, placed at `place` when that is known.
+    fn at(mut self, place: Place) -> Self {
+        if place.line > 0 {
+            self.line = Some(place.line);
+            self.column = (place.column > 0).then_some(place.column);
+        }
+        self
+    }
+}
+
+/// Where the value at `path` (dotted, `spec.resources.gpu.quota`) of an object is, or the
+/// nearest part of it that is there; the default place when the object's place is unknown.
+fn place_in(object: Option<&Located>, path: &str) -> Place {
+    object.map_or(Place::default(), |o| {
+        let steps: Vec<&str> = path.split('.').filter(|s| !s.is_empty()).collect();
+        o.place_of(&steps)
+    })
 }
 
 /// A policy made from Queue objects.
@@ -48,36 +84,72 @@ pub struct Imported {
     pub queues: usize,
 }
 
-/// Imports every Queue of `inputs` (name, YAML text) into one policy.
-pub fn import(inputs: &[(&str, &str)]) -> Result<Imported, ImportError> {
+/// Imports every Queue of `inputs` (name, YAML text) into one policy. On failure, every
+/// object that cannot be imported is named, each at its line and column (the queue tree's
+/// own faults, a cycle or a name twice, once every object reads).
+pub fn import(inputs: &[(&str, &str)]) -> Result<Imported, Vec<ImportError>> {
     let mut notes = Vec::new();
     let mut queues: Vec<Source> = Vec::new();
+    let mut errors: Vec<ImportError> = Vec::new();
     for (file, text) in inputs {
-        let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
-            .map_err(|e| ImportError {
-                file: file.to_string(),
-                object: None,
-                message: format!("not valid YAML: {e}"),
-            })?;
+        let unreadable = |e: yaml::YamlError| ImportError {
+            file: file.to_string(),
+            line: e.line,
+            column: e.column,
+            object: None,
+            message: format!("not valid YAML: {}", e.message),
+        };
+        let located = match yaml::locate_all(text, yaml_options()) {
+            Ok(located) => located,
+            Err(e) => {
+                errors.push(unreadable(e));
+                continue;
+            }
+        };
+        let documents: Vec<Value> =
+            match serde_saphyr::from_multiple_with_options(text, yaml_options()) {
+                Ok(documents) => documents,
+                Err(e) => {
+                    errors.push(unreadable(yaml::yaml_error(&e)));
+                    continue;
+                }
+            };
         for (d, document) in documents.into_iter().enumerate() {
             let at = format!("document {}", d + 1);
-            collect(file, &at, document, &mut queues, &mut notes)?;
+            let found = Found {
+                queues: &mut queues,
+                notes: &mut notes,
+                errors: &mut errors,
+            };
+            collect(file, &at, document, located.get(d), found);
         }
     }
-    if queues.is_empty() {
+    if queues.is_empty() && errors.is_empty() {
         let files: Vec<&str> = inputs.iter().map(|(f, _)| *f).collect();
-        return Err(ImportError {
+        return Err(vec![ImportError {
             file: files.join(", "),
+            line: None,
+            column: None,
             object: None,
             message: "no KAI Queue objects (apiVersion scheduling.run.ai/v2, kind Queue) found"
                 .into(),
-        });
+        }]);
     }
-    let queues = queues
-        .into_iter()
-        .map(|s| convert(s, &mut notes))
-        .collect::<Result<Vec<_>, _>>()?;
-    let tree = Tree::new(&queues)?;
+    let mut converted = Vec::with_capacity(queues.len());
+    for source in queues {
+        match convert(source, &mut notes) {
+            Ok(queue) => converted.push(queue),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        // In the order of the inputs, each file's from its top.
+        let input = |file: &str| inputs.iter().position(|(f, _)| *f == file);
+        errors.sort_by_key(|e| (input(&e.file), e.line, e.column));
+        return Err(errors);
+    }
+    let queues = converted;
+    let tree = Tree::new(&queues).map_err(|e| vec![e])?;
     let promised = oversubscribed(&queues, &tree);
     if !promised.is_empty() {
         notes.push(format!(
@@ -110,6 +182,8 @@ fn yaml_options() -> serde_saphyr::Options {
 struct Source {
     file: String,
     at: String,
+    /// The object's YAML, for the places of its values.
+    located: Option<Located>,
     object: QueueObject,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
@@ -119,8 +193,10 @@ struct Source {
 }
 
 impl Source {
-    fn error(&self, message: impl Into<String>) -> ImportError {
+    /// An error about the value at `path` (dotted) of this object.
+    fn error_at(&self, path: &str, message: impl Into<String>) -> ImportError {
         queue_error(&self.file, &self.object.metadata.name, &self.at, message)
+            .at(place_in(self.located.as_ref(), path))
     }
 }
 
@@ -128,29 +204,62 @@ impl Source {
 fn queue_error(file: &str, name: &str, at: &str, message: impl Into<String>) -> ImportError {
     ImportError {
         file: file.to_string(),
+        line: None,
+        column: None,
         object: Some(format!("Queue \"{name}\" ({at})")),
         message: message.into(),
     }
 }
 
-/// Sorts one YAML document: a list's items, a Queue, or something to skip.
-fn collect(
+/// Where [`collect`] puts what it finds.
+struct Found<'f> {
+    queues: &'f mut Vec<Source>,
+    notes: &'f mut Vec<String>,
+    errors: &'f mut Vec<ImportError>,
+}
+
+/// Sorts one YAML document (`located`: its places): a list's items, a Queue, or something to
+/// skip; what cannot be imported goes to the errors, and the rest is still read.
+fn collect(file: &str, at: &str, document: Value, located: Option<&Located>, found: Found<'_>) {
+    if let Err(e) = collect_one(
+        file,
+        at,
+        document,
+        located,
+        found.queues,
+        found.notes,
+        found.errors,
+    ) {
+        found.errors.push(e);
+    }
+}
+
+/// [`collect`] for one object, stopping at its first fault.
+fn collect_one(
     file: &str,
     at: &str,
     document: Value,
+    located: Option<&Located>,
     queues: &mut Vec<Source>,
     notes: &mut Vec<String>,
+    errors: &mut Vec<ImportError>,
 ) -> Result<(), ImportError> {
-    let error = |object: String, message: String| ImportError {
-        file: file.to_string(),
-        object: Some(object),
-        message,
+    let error = |object: String, path: &str, message: String| {
+        ImportError {
+            file: file.to_string(),
+            line: None,
+            column: None,
+            object: Some(object),
+            message,
+        }
+        .at(place_in(located, path))
     };
     let Value::Object(mut map) = document else {
         return match document {
             Value::Null => Ok(()),
             other => Err(error(
                 at.to_string(),
+                "",
                 format!(
                     "is {}, not a Kubernetes object (expected YAML like `kubectl get queues -o yaml` prints)",
                     describe(&other)
@@ -173,6 +282,7 @@ fn collect(
     if kind.is_empty() {
         return Err(error(
             at.to_string(),
+            "",
             "is not a Kubernetes object: it has no `kind` (expected YAML like `kubectl get queues -o yaml` prints)".into(),
         ));
     }
@@ -180,11 +290,27 @@ fn collect(
         let Some(Value::Array(items)) = map.remove("items") else {
             return Err(error(
                 format!("{kind} ({at})"),
+                "items",
                 "has no `items` list".into(),
             ));
         };
+        let places = match located.and_then(|l| l.get("items")).map(|(_, v)| &v.node) {
+            Some(yaml::Node::List(places)) => places.as_slice(),
+            _ => &[],
+        };
         for (i, item) in items.into_iter().enumerate() {
-            collect(file, &format!("{at}, item {}", i + 1), item, queues, notes)?;
+            let found = Found {
+                queues: &mut *queues,
+                notes: &mut *notes,
+                errors: &mut *errors,
+            };
+            collect(
+                file,
+                &format!("{at}, item {}", i + 1),
+                item,
+                places.get(i),
+                found,
+            );
         }
         return Ok(());
     }
@@ -200,7 +326,8 @@ fn collect(
             format!(
                 "apiVersion {api_version} is refused: KAI Scheduler's Queue CRD serves only {KAI_QUEUE_VERSION} (schemas/kai/scheduling.run.ai_queues.yaml), and an older version's fields cannot be mapped onto it without guessing; export the queues as v2 (`kubectl get queues.v2.scheduling.run.ai -o yaml`) and import that"
             ),
-        ));
+        )
+        .at(place_in(located, "apiVersion")));
     }
     if kind != "Queue" || !api_version.starts_with("scheduling.run.ai/") {
         let name = name.map(|n| format!(" \"{n}\"")).unwrap_or_default();
@@ -212,6 +339,7 @@ fn collect(
     let Some(name) = name.filter(|n| !n.is_empty()) else {
         return Err(error(
             format!("Queue ({at})"),
+            "metadata.name",
             "has no metadata.name".into(),
         ));
     };
@@ -220,10 +348,10 @@ fn collect(
         notes.push(format!("{file}: {object}: {unknown}"));
     }
     let metadata = map.get("metadata");
-    let mut labels =
-        fields::string_map(metadata, "labels").map_err(|m| error(object.clone(), m))?;
-    let mut annotations =
-        fields::string_map(metadata, "annotations").map_err(|m| error(object.clone(), m))?;
+    let mut labels = fields::string_map(metadata, "labels")
+        .map_err(|m| error(object.clone(), "metadata.labels", m))?;
+    let mut annotations = fields::string_map(metadata, "annotations")
+        .map_err(|m| error(object.clone(), "metadata.annotations", m))?;
     // kai-policy's own label is written back by `build`; a foreign manager's is replaced.
     if let Some(manager) = labels.remove(crate::lower::objects::MANAGED_BY.0)
         && manager != crate::lower::objects::MANAGED_BY.1
@@ -246,13 +374,14 @@ fn collect(
     if spec.is_null() {
         *spec = Value::Object(Default::default());
     }
-    validate_spec(spec).map_err(|m| error(object.clone(), m))?;
+    validate_spec(spec).map_err(|(path, m)| error(object.clone(), &path, m))?;
     let unset = unset_fields(spec);
     let queue: QueueObject = serde_json::from_value(Value::Object(map))
-        .map_err(|e| error(object.clone(), format!("is not a valid KAI Queue: {e}")))?;
+        .map_err(|e| error(object.clone(), "", format!("is not a valid KAI Queue: {e}")))?;
     queues.push(Source {
         file: file.to_string(),
         at: at.to_string(),
+        located: located.cloned(),
         object: queue,
         labels,
         annotations,
@@ -311,9 +440,12 @@ fn describe(v: &Value) -> String {
 
 /// Checks the types of the spec fields we read, so that a bad value gets a message that names
 /// the field instead of a deserializer's.
-fn validate_spec(spec: &Value) -> Result<(), String> {
+fn validate_spec(spec: &Value) -> Result<(), (String, String)> {
     let Value::Object(spec) = spec else {
-        return Err(format!("spec is {}, not a mapping", describe(spec)));
+        return Err((
+            "spec".into(),
+            format!("spec is {}, not a mapping", describe(spec)),
+        ));
     };
     for field in [
         "displayName",
@@ -323,16 +455,22 @@ fn validate_spec(spec: &Value) -> Result<(), String> {
     ] {
         match spec.get(field) {
             None | Some(Value::Null | Value::String(_)) => {}
-            Some(other) => return Err(format!("spec.{field} is {}, not text", describe(other))),
+            Some(other) => {
+                let path = format!("spec.{field}");
+                return Err((
+                    path.clone(),
+                    format!("{path} is {}, not text", describe(other)),
+                ));
+            }
         }
     }
     match spec.get("priority") {
         None | Some(Value::Null) => {}
         Some(Value::Number(n)) if n.is_i64() => {}
         Some(other) => {
-            return Err(format!(
-                "spec.priority is {}, not a whole number",
-                describe(other)
+            return Err((
+                "spec.priority".into(),
+                format!("spec.priority is {}, not a whole number", describe(other)),
             ));
         }
     }
@@ -340,9 +478,9 @@ fn validate_spec(spec: &Value) -> Result<(), String> {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Object(r)) => r,
         Some(other) => {
-            return Err(format!(
-                "spec.resources is {}, not a mapping",
-                describe(other)
+            return Err((
+                "spec.resources".into(),
+                format!("spec.resources is {}, not a mapping", describe(other)),
             ));
         }
     };
@@ -351,10 +489,10 @@ fn validate_spec(spec: &Value) -> Result<(), String> {
             None | Some(Value::Null) => continue,
             Some(Value::Object(r)) => r,
             Some(other) => {
-                return Err(format!(
-                    "spec.resources.{} is {}, not a mapping",
-                    kind.name(),
-                    describe(other)
+                let path = format!("spec.resources.{}", kind.name());
+                return Err((
+                    path.clone(),
+                    format!("{path} is {}, not a mapping", describe(other)),
                 ));
             }
         };
@@ -363,10 +501,10 @@ fn validate_spec(spec: &Value) -> Result<(), String> {
                 None | Some(Value::Null) => {}
                 Some(Value::Number(n)) if n.as_f64().is_some_and(f64::is_finite) => {}
                 Some(other) => {
-                    return Err(format!(
-                        "spec.resources.{}.{field} is {}, not a number",
-                        kind.name(),
-                        describe(other)
+                    let path = format!("spec.resources.{}.{field}", kind.name());
+                    return Err((
+                        path.clone(),
+                        format!("{path} is {}, not a number", describe(other)),
                     ));
                 }
             }
@@ -392,6 +530,9 @@ struct Queue {
     name: String,
     file: String,
     at: String,
+    /// Where its name and its parent are written, for the tree's complaints.
+    name_place: Place,
+    parent_place: Place,
     display_name: Option<String>,
     priority: Option<i64>,
     parent: Option<String>,
@@ -463,7 +604,11 @@ fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError
     }
     let duration = |field: &str, text: &Option<String>| -> Result<Option<Duration>, ImportError> {
         text.as_deref()
-            .map(|t| parse_go_duration(t).map_err(|m| source.error(format!("spec.{field} {m}"))))
+            .map(|t| {
+                parse_go_duration(t).map_err(|m| {
+                    source.error_at(&format!("spec.{field}"), format!("spec.{field} {m}"))
+                })
+            })
             .transpose()
     };
     Ok(Queue {
@@ -475,6 +620,8 @@ fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError
         preempt: duration("preemptMinRuntime", &spec.preempt_min_runtime)?,
         reclaim: duration("reclaimMinRuntime", &spec.reclaim_min_runtime)?,
         comments,
+        name_place: place_in(source.located.as_ref(), "metadata.name"),
+        parent_place: place_in(source.located.as_ref(), "spec.parentQueue"),
         file: source.file,
         at: source.at,
         labels: source.labels,
@@ -496,12 +643,15 @@ fn governed(
         }
         let field = format!("spec.resources.{}.{field}", kind.name());
         if value < 0.0 {
-            return Err(source.error(format!(
-                "{field} is {value}; KAI uses -1 for unlimited, and other negative amounts mean nothing"
-            )));
+            return Err(source.error_at(
+                &field,
+                format!(
+                    "{field} is {value}; KAI uses -1 for unlimited, and other negative amounts mean nothing"
+                ),
+            ));
         }
-        let (amount, rounded) =
-            stored_units(value, kind).map_err(|m| source.error(format!("{field} {m}")))?;
+        let (amount, rounded) = stored_units(value, kind)
+            .map_err(|m| source.error_at(&field, format!("{field} {m}")))?;
         if rounded {
             comments.push(format!(
                 "{field} {value} was rounded to {}, the finest amount a policy states",
@@ -514,10 +664,11 @@ fn governed(
     let limit = bound("limit", r.limit.0)?;
     let weight = r.over_quota_weight.0;
     if weight < 0.0 {
-        return Err(source.error(format!(
-            "spec.resources.{}.overQuotaWeight is {weight}; weights cannot be negative",
-            kind.name()
-        )));
+        let field = format!("spec.resources.{}.overQuotaWeight", kind.name());
+        return Err(source.error_at(
+            &field,
+            format!("{field} is {weight}; weights cannot be negative"),
+        ));
     }
     if quota.is_none() && limit.is_none() && weight == 1.0 {
         return Ok(None);
@@ -573,10 +724,16 @@ impl Tree {
                     &q.name,
                     &q.at,
                     format!(
-                        "a queue of this name was already imported from {} ({})",
-                        f.file, f.at
+                        "a queue of this name was already imported from {}{} ({})",
+                        f.file,
+                        where_in(
+                            (f.name_place.line > 0).then_some(f.name_place.line),
+                            (f.name_place.column > 0).then_some(f.name_place.column)
+                        ),
+                        f.at
                     ),
-                ));
+                )
+                .at(q.name_place));
             }
             index.insert(&q.name, i);
         }
@@ -605,7 +762,8 @@ impl Tree {
                             &q.name,
                             &q.at,
                             format!("spec.parentQueue makes a cycle: {}", names.join(" → ")),
-                        ));
+                        )
+                        .at(q.parent_place));
                     }
                     _ => {
                         state[i] = 1;

@@ -203,7 +203,12 @@ proptest! {
                 let set = SourceSet::new(vec![SourceFile::new("imported.kdl", imported.kdl.clone())]);
                 let _ = check(&set, Vec::new());
             }
-            Err(e) => prop_assert!(e.file.contains("queues.yaml") && !e.message.is_empty(), "{e:?}"),
+            Err(errors) => {
+                prop_assert!(!errors.is_empty());
+                for e in errors {
+                    prop_assert!(e.file.contains("queues.yaml") && !e.message.is_empty(), "{e:?}");
+                }
+            }
         }
     }
 

@@ -318,7 +318,11 @@ spec: {parentQueue: elsewhere}
 }
 
 fn error(inputs: &[(&str, &str)]) -> ImportError {
-    import(inputs).expect_err("must be rejected")
+    import(inputs)
+        .expect_err("must be rejected")
+        .into_iter()
+        .next()
+        .expect("at least one error")
 }
 
 #[test]
@@ -326,9 +330,10 @@ fn bad_input_is_rejected_naming_the_file_and_the_object() {
     let e = error(&[("bad.yaml", "key: [unclosed\n")]);
     assert_eq!(e.file, "bad.yaml");
     assert!(e.message.contains("not valid YAML"), "{e}");
+    assert!(e.line.is_some(), "{e}");
 
     let e = error(&[("policy.kdl", "queue \"a\" {\n    gpu quota=1\n}\n")]);
-    assert!(e.to_string().starts_with("policy.kdl: "), "{e}");
+    assert!(e.to_string().starts_with("policy.kdl:1:1: "), "{e}");
 
     let e = error(&[(
         "q.yaml",
@@ -336,7 +341,7 @@ fn bad_input_is_rejected_naming_the_file_and_the_object() {
     )]);
     assert_eq!(
         e.to_string(),
-        "q.yaml: Queue (document 1): has no metadata.name"
+        "q.yaml:3:11: Queue (document 1): has no metadata.name"
     );
 
     let e = error(&[(
@@ -345,12 +350,16 @@ fn bad_input_is_rejected_naming_the_file_and_the_object() {
     )]);
     assert_eq!(
         e.to_string(),
-        "q.yaml: Queue \"greedy\" (document 1, item 1): spec.resources.gpu.quota is the text \"lots\", not a number"
+        "q.yaml:7:35: Queue \"greedy\" (document 1, item 1): spec.resources.gpu.quota is the text \"lots\", not a number"
     );
 
     let cycle = "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: a}\nspec: {parentQueue: b}\n---\napiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: b}\nspec: {parentQueue: a}\n";
     let e = error(&[("cycle.yaml", cycle)]);
-    assert!(e.to_string().starts_with("cycle.yaml: Queue \""), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("cycle.yaml:4:21: Queue \"a\" (document 1): "),
+        "{e}"
+    );
     assert!(
         e.message.contains("a → b → a") || e.message.contains("b → a → b"),
         "{e}"
@@ -361,8 +370,10 @@ fn bad_input_is_rejected_naming_the_file_and_the_object() {
 
     let twice = "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: a}\n";
     let e = error(&[("x.yaml", twice), ("y.yaml", twice)]);
-    assert!(e.to_string().starts_with("y.yaml: Queue \"a\""), "{e}");
-    assert!(e.message.contains("x.yaml"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "y.yaml:3:18: Queue \"a\" (document 1): a queue of this name was already imported from x.yaml:3:18 (document 1)"
+    );
 
     let e = error(&[("empty.yaml", "")]);
     assert!(e.message.contains("no KAI Queue objects"), "{e}");
@@ -371,7 +382,10 @@ fn bad_input_is_rejected_naming_the_file_and_the_object() {
         "d.yaml",
         "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: slow}\nspec: {reclaimMinRuntime: soon}\n",
     )]);
-    assert!(e.to_string().contains("Queue \"slow\""), "{e}");
+    assert!(
+        e.to_string().starts_with("d.yaml:4:27: Queue \"slow\""),
+        "{e}"
+    );
     assert!(e.message.contains("spec.reclaimMinRuntime"), "{e}");
 
     let e = error(&[(
@@ -379,6 +393,42 @@ fn bad_input_is_rejected_naming_the_file_and_the_object() {
         "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: neg}\nspec: {resources: {cpu: {quota: -5}}}\n",
     )]);
     assert!(e.message.contains("spec.resources.cpu.quota is -5"), "{e}");
+    assert_eq!((e.line, e.column), (Some(4), Some(33)), "{e}");
+}
+
+/// Every object that cannot be imported is named, each where it is, not only the first; the
+/// good ones between them are read and left out of the result (nothing is printed).
+#[test]
+fn every_bad_object_is_reported_at_its_line_and_column() {
+    let yaml = "apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: fine}
+---
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: bad-quota}
+spec:
+  resources:
+    gpu: {quota: abc, limit: -1, overQuotaWeight: 1}
+---
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: bad-weight}
+spec:
+  resources:
+    cpu:
+      quota: 2
+      overQuotaWeight: -3
+";
+    let errors = import(&[("q.yaml", yaml)]).expect_err("two bad queues");
+    let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        vec![
+            "q.yaml:10:18: Queue \"bad-quota\" (document 2): spec.resources.gpu.quota is the text \"abc\", not a number".to_string(),
+            "q.yaml:19:24: Queue \"bad-weight\" (document 3): spec.resources.cpu.overQuotaWeight is -3; weights cannot be negative".to_string(),
+        ]
+    );
 }
 
 // ---- random queue trees ----
@@ -512,7 +562,7 @@ proptest! {
             yaml_stream(&original).unwrap()
         };
         let imported = import(&[("random.yaml", &yaml)])
-            .map_err(|e| TestCaseError::fail(format!("{e}\n{yaml}")))?;
+            .map_err(|e| TestCaseError::fail(format!("{e:?}\n{yaml}")))?;
         // The only note a random tree may earn is that children are promised more than their
         // parent, which KAI allows.
         let notes: Vec<&String> =

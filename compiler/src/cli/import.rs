@@ -54,8 +54,10 @@ pub fn run(args: &ImportArgs) -> Result<u8, CliError> {
             verdict(&imported.kdl);
             Ok(EXIT_OK)
         }
-        Err(e) => {
-            eprintln!("error: {}", escape_controls(&e.to_string()));
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {}", escape_controls(&e.to_string()));
+            }
             Ok(EXIT_FAILURE)
         }
     }
