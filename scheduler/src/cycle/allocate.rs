@@ -46,6 +46,9 @@ pub(crate) struct Context<'a> {
     /// Pods being deleted that held a node when the cycle began, which pending pods may be
     /// pipelined onto.
     pub releasing: Vec<usize>,
+    /// Per pod: whether it is one of `releasing`, whose room ranks nodes as free while it
+    /// holds it ([`super::state::ClusterState::hold`]).
+    pub is_releasing: Vec<bool>,
     /// Per job: whether pods of it that were pending have been placed in this cycle (bound
     /// or nominated; reclaim and preempt may take such placements back, consolidation not).
     pub grown: Vec<bool>,
@@ -226,9 +229,12 @@ impl Context<'_> {
     /// Takes a pod's slot away (the pod leaves its node), keeping the running counts.
     pub(crate) fn take_slot(&mut self, pod: usize) -> Option<Slot> {
         let slot = self.slots[pod].take();
-        if slot.is_some() {
+        if let Some(slot) = &slot {
             self.running_pods.change(self.snapshot, pod, false);
             self.running_pods.slot_changed(self.snapshot, pod, false);
+            if self.is_releasing[pod] {
+                self.state.hold(slot, &self.snapshot.pods[pod], -1);
+            }
         }
         slot
     }
@@ -260,6 +266,9 @@ impl Context<'_> {
     /// Gives a pod a slot (it was without one), keeping the running counts.
     pub(crate) fn put_slot(&mut self, pod: usize, slot: Slot) {
         debug_assert!(self.slots[pod].is_none(), "a pod given a second slot");
+        if self.is_releasing[pod] {
+            self.state.hold(&slot, &self.snapshot.pods[pod], 1);
+        }
         self.slots[pod] = Some(slot);
         self.running_pods.change(self.snapshot, pod, true);
         self.running_pods.slot_changed(self.snapshot, pod, true);

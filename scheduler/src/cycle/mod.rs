@@ -277,12 +277,21 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     lap("fair-share");
     // A pod stuck in deletion holds its room for good: nothing is pipelined onto it (KAI's
     // `StuckInReleasing` is not `Releasing`, `pod_info.go: getTaskStatus`).
-    let releasing = (0..snapshot.pods.len())
+    let releasing: Vec<usize> = (0..snapshot.pods.len())
         .filter(|&p| {
             let pod = &snapshot.pods[p];
             pod.terminating && slots[p].is_some() && !stuck_in_releasing(pod, now)
         })
         .collect();
+    // Their room ranks nodes as free (KAI ranks by idle and releasing room alike), though it
+    // is not free until they are gone.
+    let mut is_releasing = vec![false; snapshot.pods.len()];
+    for &p in &releasing {
+        is_releasing[p] = true;
+        if let Some(slot) = &slots[p] {
+            state.hold(slot, &snapshot.pods[p], 1);
+        }
+    }
     let running_pods = allocate::RunningPods::new(snapshot, &jobs, &slots);
     let mut ctx = allocate::Context {
         snapshot,
@@ -298,6 +307,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         dry_run: None,
         place: actions.allocate,
         releasing,
+        is_releasing,
         grown: vec![false; jobs.len()],
         pipelined: vec![0; jobs.len()],
         running_pods,

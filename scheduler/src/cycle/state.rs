@@ -35,12 +35,36 @@ struct NodeFree {
     free: Amounts,
     devices: Vec<i64>,
     whole: u32,
+    /// What pods being deleted since before the cycle still hold here.
+    held: Held,
     /// Free amounts of every other resource the node reports.
     extended: BTreeMap<String, i64>,
     /// Pods that may still come (`i64::MAX` when the node does not report a limit).
     pod_slots: i64,
     /// Host ports taken.
     ports: Vec<HostPort>,
+}
+
+/// What pods being deleted since before the cycle still hold on a node ([`ClusterState::hold`]):
+/// not free here until they are gone, but free in KAI's ranking of nodes, which counts idle
+/// and releasing room alike (`nodeplacement/pack.go`, `spread.go`: `NonAllocatedResource`).
+#[derive(Debug, Clone, Default)]
+struct Held {
+    /// Per device, the thousandths held (empty while nothing is).
+    devices: Vec<i64>,
+    gpu: i64,
+    cpu: i64,
+    /// Devices that would be whole if those pods were gone, and are not now.
+    whole: u32,
+}
+
+/// A node's keys in the indexes: what ranks it, counting what pods being deleted hold there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Keys {
+    whole: u32,
+    cpu: i64,
+    packed: Packed,
+    shared_room: bool,
 }
 
 /// Whether a pod placed at `to` is where it was (`from`): on the same node and, for a shared
@@ -190,6 +214,7 @@ impl<'s> ClusterState<'s> {
                 free: n.allocatable,
                 devices: vec![DEVICE; n.gpu_devices()],
                 whole: n.gpu_devices() as u32,
+                held: Held::default(),
                 extended: n.extended.clone(),
                 pod_slots: n.max_pods.map_or(i64::MAX, i64::from),
                 ports: Vec::new(),
@@ -322,16 +347,48 @@ impl<'s> ClusterState<'s> {
         if !self.schedulable[node] {
             return;
         }
-        let n = &self.nodes[node];
-        self.by_gpu.insert((n.whole, node));
-        self.by_cpu.insert((n.free.cpu, node));
-        self.by_free_gpu.insert(((n.whole, n.free.gpu), node));
+        let k = self.keys(node, true);
+        self.by_gpu.insert((k.whole, node));
+        self.by_cpu.insert((k.cpu, node));
+        self.by_free_gpu.insert((k.packed, node));
         if self.cpu_only[node] {
-            self.by_cpu_plain.insert((n.free.cpu, node));
+            self.by_cpu_plain.insert((k.cpu, node));
         }
-        if shared_room(&n.devices) > 0 {
-            self.by_shared_room.insert(((n.whole, n.free.gpu), node));
+        if k.shared_room {
+            self.by_shared_room.insert((k.packed, node));
         }
+    }
+
+    /// A node's [`Keys`] (with `shared`, whether it has room on a used shared device; else
+    /// `false`, unread).
+    fn keys(&self, node: usize, shared: bool) -> Keys {
+        let n = &self.nodes[node];
+        let whole = n.whole + n.held.whole;
+        Keys {
+            whole,
+            cpu: n.free.cpu + n.held.cpu,
+            packed: (whole, n.free.gpu + n.held.gpu),
+            shared_room: shared && shared_room(&n.devices) > 0,
+        }
+    }
+
+    /// Counts what a pod being deleted since before the cycle holds on its slot (`sign` 1) or
+    /// no longer holds there (-1) as free for ranking the node ([`Held`]), and moves the node
+    /// in the indexes.
+    pub fn hold(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
+        let before = self.keys(slot.node, true);
+        let n = &mut self.nodes[slot.node];
+        let held = &mut n.held;
+        if held.devices.is_empty() {
+            held.devices = vec![0; n.devices.len()];
+        }
+        for &(d, amount) in &slot.devices {
+            held.devices[d] += sign * amount;
+        }
+        held.gpu += sign * pod.request.gpu;
+        held.cpu += sign * pod.request.cpu;
+        n.held.whole = releasing_whole(&n.devices, &n.held.devices);
+        self.reindex(slot.node, before, true);
     }
 
     /// Lets spread rank nodes by the share of them that is free, as KAI's does
@@ -372,47 +429,56 @@ impl<'s> ClusterState<'s> {
     /// GPU count, where a device a shared pod uses is no longer idle,
     /// `gpu_sharing_node_info.go`; its `nodespread_test.go`: "based on free whole gpus").
     fn gpu_share(&self, node: usize) -> i64 {
-        let n = &self.nodes[node];
-        share_key(i64::from(n.whole), n.devices.len() as i64)
+        share_key(
+            i64::from(self.keys(node, false).whole),
+            self.nodes[node].devices.len() as i64,
+        )
     }
 
     /// A node's free CPU as a share of its allocatable CPU (KAI's CPU spread score).
     fn cpu_share(&self, node: usize) -> i64 {
-        share_key(self.nodes[node].free.cpu, self.meta[node].allocatable.cpu)
+        share_key(self.keys(node, false).cpu, self.meta[node].allocatable.cpu)
     }
 
     /// Applies a pod to its slot's node (`sign` as [`Self::apply`]) and moves the node in the
     /// indexes whose key changed (a CPU-only pod leaves the GPU indexes as they are).
     fn apply_indexed(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
         let node = slot.node;
-        let before = &self.nodes[node];
-        let (whole, cpu, gpu) = (before.whole, before.free.cpu, before.free.gpu);
-        let shared = !slot.devices.is_empty() && shared_room(&before.devices) > 0;
+        let devices = !slot.devices.is_empty();
+        let before = self.keys(node, devices);
         self.apply(slot, pod, sign);
+        if self.schedulable[node] {
+            self.reindex(node, before, devices);
+        }
+    }
+
+    /// Moves a node in the indexes whose key changed from `before` (its room on used shared
+    /// devices looked at only when `devices` changed).
+    fn reindex(&mut self, node: usize, before: Keys, devices: bool) {
         if !self.schedulable[node] {
             return;
         }
-        let after = &self.nodes[node];
-        if after.whole != whole {
-            self.by_gpu.remove(&(whole, node));
+        let after = self.keys(node, devices);
+        if after.whole != before.whole {
+            self.by_gpu.remove(&(before.whole, node));
             self.by_gpu.insert((after.whole, node));
-            if self.gpu_shares && !after.devices.is_empty() {
-                let devices = after.devices.len() as i64;
-                let key = |whole: u32| (share_key(i64::from(whole), devices), node);
-                self.by_gpu_share.remove(&key(whole));
+            let count = self.nodes[node].devices.len() as i64;
+            if self.gpu_shares && count > 0 {
+                let key = |whole: u32| (share_key(i64::from(whole), count), node);
+                self.by_gpu_share.remove(&key(before.whole));
                 self.by_gpu_share.insert(key(after.whole));
             }
         }
-        if after.free.cpu != cpu {
-            self.by_cpu.remove(&(cpu, node));
-            self.by_cpu.insert((after.free.cpu, node));
+        if after.cpu != before.cpu {
+            self.by_cpu.remove(&(before.cpu, node));
+            self.by_cpu.insert((after.cpu, node));
             if self.cpu_only[node] {
-                self.by_cpu_plain.remove(&(cpu, node));
-                self.by_cpu_plain.insert((after.free.cpu, node));
+                self.by_cpu_plain.remove(&(before.cpu, node));
+                self.by_cpu_plain.insert((after.cpu, node));
             }
             if self.cpu_shares {
                 let total = self.meta[node].allocatable.cpu;
-                let (was, now) = (share_key(cpu, total), share_key(after.free.cpu, total));
+                let (was, now) = (share_key(before.cpu, total), share_key(after.cpu, total));
                 self.by_cpu_share.remove(&(was, node));
                 self.by_cpu_share.insert((now, node));
                 if self.cpu_only[node] {
@@ -421,40 +487,36 @@ impl<'s> ClusterState<'s> {
                 }
             }
         }
-        let (packed, packed_now) = ((whole, gpu), (after.whole, after.free.gpu));
-        if packed_now != packed {
-            self.by_free_gpu.remove(&(packed, node));
-            self.by_free_gpu.insert((packed_now, node));
+        if after.packed != before.packed {
+            self.by_free_gpu.remove(&(before.packed, node));
+            self.by_free_gpu.insert((after.packed, node));
         }
-        if !slot.devices.is_empty() {
-            let now = shared_room(&after.devices) > 0;
-            if shared {
-                self.by_shared_room.remove(&(packed, node));
+        if devices {
+            if before.shared_room {
+                self.by_shared_room.remove(&(before.packed, node));
             }
-            if now {
-                self.by_shared_room.insert((packed_now, node));
+            if after.shared_room {
+                self.by_shared_room.insert((after.packed, node));
             }
         }
         debug_assert!(
-            self.by_gpu.contains(&(after.whole, node))
-                && self.by_cpu.contains(&(after.free.cpu, node))
-                && self
-                    .by_free_gpu
-                    .contains(&((after.whole, after.free.gpu), node))
-                && (!self.cpu_only[node] || self.by_cpu_plain.contains(&(after.free.cpu, node)))
-                && (shared_room(&after.devices) > 0)
-                    == self
-                        .by_shared_room
-                        .contains(&((after.whole, after.free.gpu), node))
-                && (!self.gpu_shares
-                    || after.devices.is_empty()
-                    || self.by_gpu_share.contains(&(self.gpu_share(node), node)))
-                && (!self.cpu_shares
-                    || self.by_cpu_share.contains(&(self.cpu_share(node), node))
-                        && (!self.cpu_only[node]
-                            || self
-                                .by_cpu_plain_share
-                                .contains(&(self.cpu_share(node), node)))),
+            {
+                let k = self.keys(node, true);
+                self.by_gpu.contains(&(k.whole, node))
+                    && self.by_cpu.contains(&(k.cpu, node))
+                    && self.by_free_gpu.contains(&(k.packed, node))
+                    && (!self.cpu_only[node] || self.by_cpu_plain.contains(&(k.cpu, node)))
+                    && k.shared_room == self.by_shared_room.contains(&(k.packed, node))
+                    && (!self.gpu_shares
+                        || self.nodes[node].devices.is_empty()
+                        || self.by_gpu_share.contains(&(self.gpu_share(node), node)))
+                    && (!self.cpu_shares
+                        || self.by_cpu_share.contains(&(self.cpu_share(node), node))
+                            && (!self.cpu_only[node]
+                                || self
+                                    .by_cpu_plain_share
+                                    .contains(&(self.cpu_share(node), node))))
+            },
             "node {node} is out of its indexes"
         );
     }
@@ -651,6 +713,9 @@ impl<'s> ClusterState<'s> {
             n.devices[d] += sign * amount;
         }
         n.whole = n.devices.iter().filter(|&&f| f == DEVICE).count() as u32;
+        if !n.held.devices.is_empty() {
+            n.held.whole = releasing_whole(&n.devices, &n.held.devices);
+        }
         for (name, amount) in &pod.extended {
             *n.extended.entry(name.clone()).or_default() += sign * amount;
         }
@@ -1046,23 +1111,23 @@ impl<'s> ClusterState<'s> {
     /// node's (KAI's `nodeplacement`: pack scores the free amount between the fitting nodes'
     /// least and most, spread `nonAllocated / resourceCount`).
     pub fn strategy_key(&self, node: usize, pod: &Pod, strategy: Strategy) -> i64 {
-        let n = &self.nodes[node];
+        let k = self.keys(node, false);
         let spread = strategy == Strategy::Spread;
         if pod.request.gpu > 0 && spread && self.gpu_shares {
             self.gpu_share(node)
         } else if pod.request.gpu > 0 && (!pod.fractional || spread) {
-            i64::from(n.whole)
+            i64::from(k.whole)
         } else if pod.request.gpu > 0 {
-            packed_key((n.whole, n.free.gpu))
+            packed_key(k.packed)
         } else if !pod.asks_gpu() {
             let free = if spread && self.cpu_shares {
                 self.cpu_share(node)
             } else {
-                n.free.cpu
+                k.cpu
             };
             free * 2 + i64::from(!self.cpu_only[node])
         } else {
-            n.free.cpu
+            k.cpu
         }
     }
 
@@ -1298,6 +1363,15 @@ fn shared_room(devices: &[i64]) -> i64 {
         .filter(|&f| f > 0 && f < DEVICE)
         .max()
         .unwrap_or(0)
+}
+
+/// How many devices would be whole if what pods being deleted hold (`held`) were free, and are
+/// not now (`free`).
+fn releasing_whole(free: &[i64], held: &[i64]) -> u32 {
+    free.iter()
+        .zip(held)
+        .filter(|&(&f, &h)| f < DEVICE && h > 0 && f + h >= DEVICE)
+        .count() as u32
 }
 
 /// `free / total` as an integer that orders shares exactly: the share in units of 2^-50 (two

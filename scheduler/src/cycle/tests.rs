@@ -1107,6 +1107,44 @@ fn binpack_fills_the_fullest_node_and_spread_the_emptiest() {
     );
 }
 
+/// KAI ranks nodes by their idle and releasing room together (`nodeplacement/pack.go` and
+/// `spread.go` score `NonAllocatedResource`, `node_info.go`: idle plus releasing), so the room a
+/// pod being deleted still holds counts as free in the order, though a pod that fits in idle
+/// room takes that (`nodeavailability`). n1 (4 GPUs) holds 2 for a pod being deleted, n2 (4
+/// GPUs) 1 for a running pod: KAI counts 4 free on n1 and 3 on n2. A 1-GPU pod fits idle room
+/// on both; binpack takes the fuller, n2, and spread the emptier, n1. (Counting only idle room,
+/// n1 has 2 free and n2 3: the other way round.)
+#[test]
+fn the_room_of_pods_being_deleted_ranks_nodes_as_free() {
+    let leaving = Pod {
+        terminating: true,
+        ..running(pod("a", "leaving", 2), "n1", 0)
+    };
+    let s = Snapshot {
+        nodes: vec![node("n1", 4), node("n2", 4)],
+        pods: vec![
+            leaving,
+            running(pod("a", "stays", 1), "n2", 0),
+            pod("a", "new", 1),
+        ],
+        ..Default::default()
+    };
+    let pack = policy(&format!(
+        "cluster \"c\" {{ placement gpu=binpack }}\n{TWO_TEAMS}"
+    ));
+    assert_eq!(
+        binds(&cycle(&pack, &s, 10)),
+        vec![("a/new".to_string(), "n2".to_string())]
+    );
+    let spread = policy(&format!(
+        "cluster \"c\" {{ placement gpu=spread }}\n{TWO_TEAMS}"
+    ));
+    assert_eq!(
+        binds(&cycle(&spread, &s, 10)),
+        vec![("a/new".to_string(), "n1".to_string())]
+    );
+}
+
 /// KAI's `resourcetype` plugin gives a pod asking no GPU 10 points on a node without GPUs,
 /// more than any strategy gives (`nodeplacement`: 0 to 9), so such a pod goes to a CPU-only
 /// node whatever the CPU strategy says, and GPU nodes stay free for GPU work.
