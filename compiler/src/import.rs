@@ -64,6 +64,17 @@ impl ImportError {
     }
 }
 
+/// A file's name with the place in it, when known: `queues.yaml:12:5`.
+fn file_at(file: &str, place: Place) -> String {
+    let known = |n: usize| (n > 0).then_some(n);
+    format!("{file}{}", where_in(known(place.line), known(place.column)))
+}
+
+/// Where the key that ends `path` is in an object (or the nearest part of the path there).
+fn key_in(object: Option<&Located>, path: &[&str]) -> Place {
+    object.map_or(Place::default(), |o| o.key_place(path))
+}
+
 /// Where the value at `path` (dotted, `spec.resources.gpu.quota`) of an object is, or the
 /// nearest part of it that is there; the default place when the object's place is unknown.
 fn place_in(object: Option<&Located>, path: &str) -> Place {
@@ -331,6 +342,7 @@ fn collect_one(
     }
     if kind != "Queue" || !api_version.starts_with("scheduling.run.ai/") {
         let name = name.map(|n| format!(" \"{n}\"")).unwrap_or_default();
+        let file = file_at(file, place_in(located, ""));
         notes.push(format!(
             "{file}: skipped {kind}{name} ({at}, apiVersion {api_version:?}): not a KAI Queue"
         ));
@@ -344,7 +356,9 @@ fn collect_one(
         ));
     };
     let object = format!("Queue \"{name}\" ({at})");
-    for unknown in fields::unknown(&map) {
+    for (path, unknown) in fields::unknown(&map) {
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        let file = file_at(file, key_in(located, &path));
         notes.push(format!("{file}: {object}: {unknown}"));
     }
     let metadata = map.get("metadata");
@@ -356,11 +370,22 @@ fn collect_one(
     if let Some(manager) = labels.remove(crate::lower::objects::MANAGED_BY.0)
         && manager != crate::lower::objects::MANAGED_BY.1
     {
+        let file = file_at(
+            file,
+            key_in(
+                located,
+                &["metadata", "labels", crate::lower::objects::MANAGED_BY.0],
+            ),
+        );
         notes.push(format!(
             "{file}: {object}: label app.kubernetes.io/managed-by={manager} was left out: `build` labels the queue as managed by kai-policy"
         ));
     }
     if annotations.remove(LAST_APPLIED).is_some() {
+        let file = file_at(
+            file,
+            key_in(located, &["metadata", "annotations", LAST_APPLIED]),
+        );
         notes.push(format!(
             "{file}: {object}: annotation {LAST_APPLIED} was left out (kubectl's copy of the object, rewritten on every apply)"
         ));
@@ -567,7 +592,7 @@ fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError
                 ));
                 notes.push(format!(
                     "{}: Queue \"{}\": spec.resources.{} was not set, which KAI reads as limit 0 (no pod that asks for it can run); imported as `limit=0`, which `check` warns about (KP0027)",
-                    source.file,
+                    file_at(&source.file, place_in(source.located.as_ref(), "spec.resources")),
                     source.object.metadata.name,
                     kind.name()
                 ));
@@ -585,9 +610,11 @@ fn convert(source: Source, notes: &mut Vec<String>) -> Result<Queue, ImportError
                     );
                     let meaning = unset_meaning(field, kind);
                     comments.push(format!("{what}: {meaning}"));
+                    let path = format!("spec.resources.{}", kind.name());
                     notes.push(format!(
                         "{}: Queue \"{}\": {what} ({meaning}); imported as that",
-                        source.file, source.object.metadata.name
+                        file_at(&source.file, place_in(source.located.as_ref(), &path)),
+                        source.object.metadata.name
                     ));
                 }
                 governed(r, kind, &source, comments)?

@@ -578,3 +578,41 @@ proptest! {
         }
     }
 }
+
+/// Notes point where errors do: a misspelt field at its key, a skipped object at its top, a
+/// resource left out at `spec.resources`.
+#[test]
+fn notes_name_the_line_and_column_of_what_they_speak_of() {
+    let yaml = "apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: team}
+spec:
+  parentQeue: research
+  resources:
+    gpu: {quota: 2, limit: -1, overQuotaWeight: 1}
+";
+    let imported = import(&[("q.yaml", yaml)]).expect("imports");
+    let has = |start: &str| imported.notes.iter().any(|n| n.starts_with(start));
+    assert!(
+        has("q.yaml:1:1: skipped PriorityClass \"high\" (document 1"),
+        "{:#?}",
+        imported.notes
+    );
+    assert!(
+        has(
+            "q.yaml:10:3: Queue \"team\" (document 2): spec.parentQeue is not a field of a KAI Queue (did you mean spec.parentQueue?)"
+        ),
+        "{:#?}",
+        imported.notes
+    );
+    assert!(
+        has("q.yaml:12:5: Queue \"team\": spec.resources.cpu was not set"),
+        "{:#?}",
+        imported.notes
+    );
+}

@@ -40,9 +40,9 @@ const SPEC: &[&str] = &[
 const RESOURCES: &[&str] = &["gpu", "cpu", "memory"];
 const RESOURCE: &[&str] = &["quota", "limit", "overQuotaWeight"];
 
-/// One sentence per field of `object` that a KAI Queue does not have: its path, and the field
-/// it was probably meant to be. `status` is KAI's to write and is not looked into.
-pub(super) fn unknown(object: &Map<String, Value>) -> Vec<String> {
+/// Per field of `object` that a KAI Queue does not have, its path (keys) and one sentence with
+/// the field it was probably meant to be. `status` is KAI's to write and is not looked into.
+pub(super) fn unknown(object: &Map<String, Value>) -> Vec<(Vec<String>, String)> {
     let mut found = Vec::new();
     check(object, "", TOP, &mut found);
     if let Some(Value::Object(m)) = object.get("metadata") {
@@ -62,14 +62,26 @@ pub(super) fn unknown(object: &Map<String, Value>) -> Vec<String> {
     found
 }
 
-fn check(map: &Map<String, Value>, prefix: &str, known: &[&str], found: &mut Vec<String>) {
+fn check(
+    map: &Map<String, Value>,
+    prefix: &str,
+    known: &[&str],
+    found: &mut Vec<(Vec<String>, String)>,
+) {
     for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
         let hint = match did_you_mean(key, known.iter().copied()) {
             Some(s) => format!(" (did you mean {prefix}{s}?)"),
             None => format!(" (it has {})", known.join(", ")),
         };
-        found.push(format!(
-            "{prefix}{key} is not a field of a KAI Queue{hint}; it was left out"
+        let mut path: Vec<String> = prefix
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        path.push(key.clone());
+        found.push((
+            path,
+            format!("{prefix}{key} is not a field of a KAI Queue{hint}; it was left out"),
         ));
     }
 }
