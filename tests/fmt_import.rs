@@ -154,7 +154,8 @@ fn import_reads_standard_input() {
         run.stdout
     );
     assert!(
-        run.stderr.contains("note: -:9:3: skipped ConfigMap \"other\""),
+        run.stderr
+            .contains("note: -:9:3: skipped ConfigMap \"other\""),
         "{}",
         run.stderr
     );

@@ -17,13 +17,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use crate::yaml::{self, Located, Place};
-
 use crate::lower::objects::{QueueObject, QueueResource};
 use crate::quantity::{
     Duration, MAX_AMOUNT, QuantityError, ResourceKind, format_quantity, format_thousandths,
     parse_quantity,
 };
+use crate::yaml::{self, Located, Place};
 
 const INDENT: &str = "    ";
 
