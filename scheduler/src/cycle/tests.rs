@@ -1145,6 +1145,53 @@ fn the_room_of_pods_being_deleted_ranks_nodes_as_free() {
     );
 }
 
+/// A shared device counts as one releasing GPU in KAI's ranking once all its used part is held
+/// by pods being deleted (`gpu_sharing_node_info.go`, the `Releasing` case), and as none while
+/// some of it is still in use. Two 2-GPU nodes: on n1 a half-GPU pod being deleted holds device
+/// g0, the other device idle; n2 runs one 1-GPU pod. KAI counts 2 free on n1 (1 idle, 1
+/// releasing) and 1 on n2: binpack puts a 1-GPU pod on n2. With a running half-GPU pod beside
+/// the leaving one on g0, n1 has 1 free as n2 does, and the tie goes to n1, the first node.
+#[test]
+fn a_shared_device_being_released_ranks_as_free_only_when_all_of_it_is() {
+    let leaving = {
+        let mut pod = on_g0("leaving", true);
+        pod.node = Some("n1".into());
+        pod
+    };
+    let staying = {
+        let mut pod = on_g0("staying", false);
+        pod.node = Some("n1".into());
+        pod
+    };
+    let cluster = |pods: Vec<Pod>| Snapshot {
+        nodes: vec![node("n1", 2), node("n2", 2)],
+        pods,
+        ..Default::default()
+    };
+    let pack = policy(&format!(
+        "cluster \"c\" {{ placement gpu=binpack }}\n{TWO_TEAMS}"
+    ));
+    let s = cluster(vec![
+        leaving.clone(),
+        running(pod("a", "whole", 1), "n2", 0),
+        pod("a", "new", 1),
+    ]);
+    assert_eq!(
+        binds(&cycle(&pack, &s, 10)),
+        vec![("a/new".to_string(), "n2".to_string())]
+    );
+    let s = cluster(vec![
+        leaving,
+        staying,
+        running(pod("a", "whole", 1), "n2", 0),
+        pod("a", "new", 1),
+    ]);
+    assert_eq!(
+        binds(&cycle(&pack, &s, 10)),
+        vec![("a/new".to_string(), "n1".to_string())]
+    );
+}
+
 /// KAI's `resourcetype` plugin gives a pod asking no GPU 10 points on a node without GPUs,
 /// more than any strategy gives (`nodeplacement`: 0 to 9), so such a pod goes to a CPU-only
 /// node whatever the CPU strategy says, and GPU nodes stay free for GPU work.
