@@ -493,8 +493,7 @@ impl Context<'_> {
                 }
                 if let Some(gang) = &self.jobs[v].gang {
                     let pods = gang.victim_pods(self, protected, &newest);
-                    // Pods placed in this cycle are not evicted: a unit that holds one is not
-                    // taken (only a grown job has them, and it gives surplus only).
+                    // A unit whose pods do not all run (one moved in this cycle) is not taken.
                     if pods.is_empty() || !pods.iter().all(|&p| self.runs(p)) {
                         return None;
                     }
@@ -1138,7 +1137,9 @@ impl Context<'_> {
         if let Some(at) = self.placed_at[p].take() {
             self.withdrawn_at.push(at as usize);
         }
+        // Pending again: a later placement of it in this cycle is the eviction actions'.
         self.unpipelined[p] = false;
+        self.bound_now[p] = false;
         if !self.withdrawn.iter().any(|(j, _)| *j == job) {
             self.withdrawn.push((
                 job,
@@ -1153,16 +1154,35 @@ impl Context<'_> {
     }
 
     /// Moves a pod placed in this cycle to node `to`: its placement there replaces the one it
-    /// had, as a nomination (it is placed as the eviction actions place).
+    /// had, as a nomination (it is placed as the eviction actions place). The job's other pods
+    /// bound in this cycle are nominated where they are instead, so that a gang never starts
+    /// part bound and part waiting (KAI's allocate pipelines a whole job once one of its pods
+    /// is pipelined, `allocate.go: ConvertAllAllocatedToPipelined`); the job has not started.
     fn replace_placement(&mut self, p: usize, to: usize) {
         if let Some(at) = self.placed_at[p].take() {
             self.withdrawn_at.push(at as usize);
         }
+        // Nominated now, as the eviction actions place: no longer allocate's bind.
+        self.bound_now[p] = false;
         self.placed_at[p] = Some(self.decisions.len() as u32);
         self.decisions.push(Decision::Nominate {
             pod: self.snapshot.pods[p].key(),
             node: self.snapshot.nodes[to].name.clone(),
         });
+        let job = self.running_pods.job_of(p);
+        for &q in &self.jobs[job].pods {
+            let Some(at) = self.placed_at[q] else {
+                continue;
+            };
+            let decision = &mut self.decisions[at as usize];
+            if let Decision::Bind { pod, node } = decision {
+                *decision = Decision::Nominate {
+                    pod: std::mem::take(pod),
+                    node: std::mem::take(node),
+                };
+            }
+        }
+        self.started[job] = false;
     }
 
     /// Counts a pod allocate bound in this cycle, and an eviction attempt placed again on the

@@ -362,8 +362,23 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         ctx.pending_decision(u.job, reason);
     }
     withdrawn.sort_by_key(|(j, _)| *j);
+    // Not for a job placed again since (nothing of it waits), nor twice for one allocate
+    // already gave a reason.
+    let said: std::collections::HashSet<String> = if withdrawn.is_empty() {
+        Default::default()
+    } else {
+        ctx.decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Pending { job, .. } => Some(job.clone()),
+                _ => None,
+            })
+            .collect()
+    };
     for (job, reason) in withdrawn {
-        ctx.pending_decision(job, reason);
+        if ctx.waits(job) && !said.contains(&jobs[job].key) {
+            ctx.pending_decision(job, reason);
+        }
     }
     // The marks KAI keeps on PodGroups, for the jobs that have one (stale-gang evictions set
     // no eviction time: KAI evicts those outside a statement).
