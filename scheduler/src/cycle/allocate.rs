@@ -568,7 +568,8 @@ impl Context<'_> {
         pending.into_iter().take(need).collect()
     }
 
-    /// How many pods of a job are active (see [`Self::active`]), without collecting them.
+    /// How many pods of a job hold resources and are not being released: bound and running, or
+    /// placed in this cycle (KAI's active allocated pods).
     pub(crate) fn active_count(&self, job: usize) -> usize {
         let active = self.running_pods.active[job] as usize;
         debug_assert_eq!(
@@ -603,17 +604,6 @@ impl Context<'_> {
             return Amounts::default();
         }
         sum_requests(self.snapshot, pending)
-    }
-
-    /// Pods of a job that hold resources and are not being released: bound and running, or
-    /// placed in this cycle (KAI's active allocated pods).
-    pub(crate) fn active(&self, job: usize) -> Vec<usize> {
-        self.jobs[job]
-            .pods
-            .iter()
-            .copied()
-            .filter(|&p| self.slots[p].is_some() && !self.snapshot.pods[p].terminating)
-            .collect()
     }
 
     /// Admits and places some pods of a job all or none, binding them.

@@ -1134,9 +1134,7 @@ impl Context<'_> {
     /// bound), and its job waits, saying why. KAI evicts such a pod (`framework/statement.go:
     /// Evict` on an `Allocated` or `Pipelined` task), after allocate has sent its binding.
     fn withdraw(&mut self, p: usize, job: usize, why: &EvictReason) {
-        if let Some(at) = self.placed_at[p].take() {
-            self.withdrawn_at.push(at as usize);
-        }
+        self.drop_placement(p);
         // Pending again: a later placement of it in this cycle is the eviction actions'.
         self.unpipelined[p] = false;
         self.bound_now[p] = false;
@@ -1159,9 +1157,7 @@ impl Context<'_> {
     /// part bound and part waiting (KAI's allocate pipelines a whole job once one of its pods
     /// is pipelined, `allocate.go: ConvertAllAllocatedToPipelined`); the job has not started.
     fn replace_placement(&mut self, p: usize, to: usize) {
-        if let Some(at) = self.placed_at[p].take() {
-            self.withdrawn_at.push(at as usize);
-        }
+        self.drop_placement(p);
         // Nominated now, as the eviction actions place: no longer allocate's bind.
         self.bound_now[p] = false;
         self.placed_at[p] = Some(self.decisions.len() as u32);
@@ -1183,6 +1179,13 @@ impl Context<'_> {
             }
         }
         self.started[job] = false;
+    }
+
+    /// Marks the Bind or Nominate a pod was given in this cycle to be left out of the result.
+    fn drop_placement(&mut self, p: usize) {
+        if let Some(at) = self.placed_at[p].take() {
+            self.withdrawn_at.push(at as usize);
+        }
     }
 
     /// Counts a pod allocate bound in this cycle, and an eviction attempt placed again on the
@@ -1329,12 +1332,8 @@ impl Context<'_> {
         let mut marks = Vec::new();
         for j in 0..self.jobs.len() {
             let job = &self.jobs[j];
-            let active = self.active(j).len() as u32;
-            let below = match &job.gang {
-                Some(gang) => gang.below_minimum(self),
-                None => active < job.min_member,
-            };
-            let stale = job.succeeded == 0 && active > 0 && below;
+            let active = self.active_count(j) as u32;
+            let stale = job.succeeded == 0 && self.below_minimum(j);
             if !stale {
                 if job.stale_since.is_some() {
                     marks.push((job.key.clone(), None));

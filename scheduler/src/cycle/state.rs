@@ -447,9 +447,7 @@ impl<'s> ClusterState<'s> {
         let devices = !slot.devices.is_empty();
         let before = self.keys(node, devices);
         self.apply(slot, pod, sign);
-        if self.schedulable[node] {
-            self.reindex(node, before, devices);
-        }
+        self.reindex(node, before, devices);
     }
 
     /// Moves a node in the indexes whose key changed from `before` (its room on used shared
