@@ -124,14 +124,14 @@ pub fn import(inputs: &[(&str, &str)]) -> Result<Imported, Vec<ImportError>> {
                     continue;
                 }
             };
+        let mut found = Found {
+            queues: &mut queues,
+            notes: &mut notes,
+            errors: &mut errors,
+        };
         for (d, document) in documents.into_iter().enumerate() {
             let at = format!("document {}", d + 1);
-            let found = Found {
-                queues: &mut queues,
-                notes: &mut notes,
-                errors: &mut errors,
-            };
-            collect(file, &at, document, located.get(d), found);
+            collect(file, &at, document, located.get(d), &mut found);
         }
     }
     if queues.is_empty() && errors.is_empty() {
@@ -230,16 +230,14 @@ struct Found<'f> {
 
 /// Sorts one YAML document (`located`: its places): a list's items, a Queue, or something to
 /// skip; what cannot be imported goes to the errors, and the rest is still read.
-fn collect(file: &str, at: &str, document: Value, located: Option<&Located>, found: Found<'_>) {
-    if let Err(e) = collect_one(
-        file,
-        at,
-        document,
-        located,
-        found.queues,
-        found.notes,
-        found.errors,
-    ) {
+fn collect(
+    file: &str,
+    at: &str,
+    document: Value,
+    located: Option<&Located>,
+    found: &mut Found<'_>,
+) {
+    if let Err(e) = collect_one(file, at, document, located, found) {
         found.errors.push(e);
     }
 }
@@ -250,9 +248,7 @@ fn collect_one(
     at: &str,
     document: Value,
     located: Option<&Located>,
-    queues: &mut Vec<Source>,
-    notes: &mut Vec<String>,
-    errors: &mut Vec<ImportError>,
+    found: &mut Found<'_>,
 ) -> Result<(), ImportError> {
     let error = |object: String, path: &str, message: String| {
         ImportError {
@@ -309,11 +305,6 @@ fn collect_one(
             _ => &[],
         };
         for (i, item) in items.into_iter().enumerate() {
-            let found = Found {
-                queues: &mut *queues,
-                notes: &mut *notes,
-                errors: &mut *errors,
-            };
             collect(
                 file,
                 &format!("{at}, item {}", i + 1),
@@ -342,7 +333,7 @@ fn collect_one(
     if kind != "Queue" || !api_version.starts_with("scheduling.run.ai/") {
         let name = name.map(|n| format!(" \"{n}\"")).unwrap_or_default();
         let file = file_at(file, place_in(located, ""));
-        notes.push(format!(
+        found.notes.push(format!(
             "{file}: skipped {kind}{name} ({at}, apiVersion {api_version:?}): not a KAI Queue"
         ));
         return Ok(());
@@ -358,7 +349,7 @@ fn collect_one(
     for (path, unknown) in fields::unknown(&map) {
         let path: Vec<&str> = path.iter().map(String::as_str).collect();
         let file = file_at(file, key_in(located, &path));
-        notes.push(format!("{file}: {object}: {unknown}"));
+        found.notes.push(format!("{file}: {object}: {unknown}"));
     }
     let metadata = map.get("metadata");
     let mut labels = fields::string_map(metadata, "labels")
@@ -376,7 +367,7 @@ fn collect_one(
                 &["metadata", "labels", crate::lower::objects::MANAGED_BY.0],
             ),
         );
-        notes.push(format!(
+        found.notes.push(format!(
             "{file}: {object}: label app.kubernetes.io/managed-by={manager} was left out: `build` labels the queue as managed by kai-policy"
         ));
     }
@@ -385,7 +376,7 @@ fn collect_one(
             file,
             key_in(located, &["metadata", "annotations", LAST_APPLIED]),
         );
-        notes.push(format!(
+        found.notes.push(format!(
             "{file}: {object}: annotation {LAST_APPLIED} was left out (kubectl's copy of the object, rewritten on every apply)"
         ));
     }
@@ -402,7 +393,7 @@ fn collect_one(
     let unset = unset_fields(spec);
     let queue: QueueObject = serde_json::from_value(Value::Object(map))
         .map_err(|e| error(object.clone(), "", format!("is not a valid KAI Queue: {e}")))?;
-    queues.push(Source {
+    found.queues.push(Source {
         file: file.to_string(),
         at: at.to_string(),
         located: located.cloned(),
