@@ -156,7 +156,7 @@ fn an_unreadable_cluster_file_exits_2_and_an_unreadable_object_is_skipped_with_a
     assert_eq!(run.status, 0, "{run:?}");
     assert_eq!(
         run.stderr,
-        "note: cluster.yaml: skipped Pod ds-analytics/nb: annotation gpu-fraction: `1.5` is not a fraction of one GPU in (0, 1], like \"0.5\"\n"
+        "note: cluster.yaml:1:1: skipped Pod ds-analytics/nb: annotation gpu-fraction: `1.5` is not a fraction of one GPU in (0, 1], like \"0.5\"\n"
     );
 
     let run = kai_scheduler(
@@ -199,7 +199,8 @@ fn skipped_objects_are_noted_on_stderr() {
         dir.path(),
         &[(
             "cluster.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: gpu-01}\nstatus:\n  allocatable: {nvidia.com/gpu: \"8\", cpu: \"64\", memory: 512Gi}\n",
+            // The ConfigMap starts on line 7, after the node's five lines and `---`.
+            "apiVersion: v1\nkind: Node\nmetadata: {name: gpu-01}\nstatus:\n  allocatable: {nvidia.com/gpu: \"8\", cpu: \"64\", memory: 512Gi}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\n",
         )],
     );
     let run = kai_scheduler(
@@ -209,7 +210,7 @@ fn skipped_objects_are_noted_on_stderr() {
     assert_eq!(run.status, 0, "{run:?}");
     assert_eq!(
         run.stderr,
-        "note: cluster.yaml: skipped ConfigMap default/settings: v1 ConfigMap is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup\n"
+        "note: cluster.yaml:7:1: skipped ConfigMap default/settings: v1 ConfigMap is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup\n"
     );
     let doc: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(doc["pods"], serde_json::json!({}));

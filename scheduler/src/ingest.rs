@@ -43,6 +43,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cluster::{PodGroup, SUBGROUP_LABEL, Snapshot, SubGroup, Time, Topology};
+use fast::At;
+use kai_policy_compiler::yaml::{Located, Node as YamlNode};
 use objects::PodRead;
 
 pub use numa::pod_numa;
@@ -92,7 +94,7 @@ pub struct ClusterFile {
     /// Nodes, pods and pod groups, in file order.
     pub snapshot: Snapshot,
     /// Objects skipped and why (other kinds, finished pods, other schedulers' pods).
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
     /// The instant that is second 0 (`None` when neither the options nor the file give one).
     pub origin: Option<Timestamp>,
     /// The latest creation or start time in the file, in seconds after the origin.
@@ -101,6 +103,39 @@ pub struct ClusterFile {
     /// top owner's group name: the group their owner gives now, with the queue they name (the
     /// Kubernetes backend updates a PodGroup it made when its owner changed).
     pub owner_groups: Vec<(PodGroup, Option<String>)>,
+}
+
+/// Something the reader passed over or read its own way, and where in the file it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The line and column (1-based) of the object it is about, when the reader knows them.
+    pub line_column: Option<(usize, usize)>,
+    /// What it says.
+    pub text: String,
+}
+
+impl Note {
+    /// A note about several objects, or one whose place is not known.
+    fn placeless(text: String) -> Self {
+        Note {
+            line_column: None,
+            text,
+        }
+    }
+
+    /// The note as a line about `file`: `file:line:column: text`, or `file: text`.
+    pub fn in_file(&self, file: &str) -> String {
+        match self.line_column {
+            Some((line, column)) => format!("{file}:{line}:{column}: {}", self.text),
+            None => format!("{file}: {}", self.text),
+        }
+    }
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// Why a cluster file cannot be read.
@@ -355,7 +390,7 @@ pub fn parse_cluster(
     let read = |work: fast::Work<'_>| -> Result<Vec<Prepared>, fast::GiveUp> {
         let (at, value) = work.into_value()?;
         let mut raw = Vec::new();
-        flatten(value, &at, &mut raw);
+        flatten(value, at, None, &mut raw);
         Ok(raw
             .into_iter()
             .map(|(at, v)| prepare(at, v, options))
@@ -380,24 +415,37 @@ fn parse_whole(file: &str, text: &str, options: &Options) -> Result<ClusterFile,
         object: None,
         message,
     })?;
+    // The places of the objects, read a second time: this reader is the rare one (anchors,
+    // tags, odd keys), and its tree has no places. JSON is read as the YAML it also is; text
+    // that YAML refuses keeps its notes without places.
+    let located =
+        kai_policy_compiler::yaml::locate_all(text, yaml_options(text.len())).unwrap_or_default();
     let mut raw = Vec::new();
     for (d, document) in documents.into_iter().enumerate() {
-        flatten(document, &format!("document {}", d + 1), &mut raw);
+        let at = At {
+            label: format!("document {}", d + 1),
+            line_column: located.get(d).map(|l| (l.place.line, l.place.column)),
+        };
+        flatten(document, at, located.get(d), &mut raw);
     }
-    read_objects(file, raw, options)
+    let prepared = raw
+        .into_iter()
+        .map(|(at, v)| prepare(at, v, options))
+        .collect();
+    Ok(assemble(prepared, options))
 }
 
 /// One object of the file, read as far as it can be without the others.
 enum Prepared {
     /// Not a mapping.
-    NotObject(String),
+    NotObject(At),
     /// A mapping.
     Object(Box<Head>, Body),
 }
 
 /// What every object is named by.
 struct Head {
-    at: String,
+    at: At,
     api_version: String,
     kind: String,
     name: Option<String>,
@@ -521,7 +569,7 @@ fn drop_unread(value: &mut Value) {
 }
 
 /// Reads one object as far as it can be read alone.
-fn prepare(at: String, mut value: Value, options: &Options) -> Prepared {
+fn prepare(at: At, mut value: Value, options: &Options) -> Prepared {
     let Value::Object(map) = &value else {
         return Prepared::NotObject(at);
     };
@@ -617,31 +665,35 @@ pub fn read_objects(
 ) -> Result<ClusterFile, IngestError> {
     let prepared = raw
         .into_iter()
-        .map(|(at, v)| prepare(at, v, options))
+        .map(|(label, v)| prepare(At::counted(label), v, options))
         .collect();
     Ok(assemble(prepared, options))
 }
 
 /// The objects, read alone, into a snapshot: names checked once, owners linked, the clock set.
 fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
-    let mut notes = Vec::new();
-    // Each object with its label for notes, and its namespace and name.
-    let mut objects: Vec<(String, String, String, Object)> = Vec::new();
+    let mut notes: Vec<Note> = Vec::new();
+    // Each object with its label and place for notes, and its namespace and name.
+    let mut objects: Vec<(At, String, String, Object)> = Vec::new();
     let mut owners = owners::Owners::complete(&options.complete_owner_kinds);
     let mut priority_classes = BTreeMap::new();
     let mut topologies: Vec<Topology> = Vec::new();
     let mut dra_objects = crate::dra::Dra::default();
     let mut numa_topologies: HashMap<String, crate::numa::Topology> = HashMap::new();
     // Objects of other kinds, in file order, with the note they get if they own no pod.
-    let mut other_kinds: Vec<((String, String, String), String)> = Vec::new();
+    let mut other_kinds: Vec<((String, String, String), Note)> = Vec::new();
     let mut seen = HashSet::new();
     let mut instants = Vec::new();
     for item in prepared {
         let (head, body) = match item {
             Prepared::NotObject(at) => {
-                notes.push(format!(
-                    "skipped {at}: it is not a Kubernetes object (expected a mapping with apiVersion and kind)"
-                ));
+                notes.push(Note {
+                    line_column: at.line_column,
+                    text: format!(
+                        "skipped {}: it is not a Kubernetes object (expected a mapping with apiVersion and kind)",
+                        at.label
+                    ),
+                });
                 continue;
             }
             Prepared::Object(head, body) => (*head, body),
@@ -655,28 +707,37 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             created,
         } = head;
         let label = match (&name, &namespace) {
-            _ if kind.is_empty() => at.clone(),
+            _ if kind.is_empty() => at.label.clone(),
             (Some(n), Some(ns)) if kind != "Node" => format!("{kind} {ns}/{n}"),
             (Some(n), _) => format!("{kind} {n}"),
-            (None, _) => format!("{kind} ({at})"),
+            (None, _) => format!("{kind} ({})", at.label),
+        };
+        let place = at.line_column;
+        let skip = |why: &str| Note {
+            line_column: place,
+            text: format!("skipped {label}: {why}"),
         };
         if kind.is_empty() {
-            notes.push(format!("skipped {label}: it has no kind"));
+            notes.push(skip("it has no kind"));
             continue;
         }
         let Some(name) = name.filter(|n| !n.is_empty()) else {
-            notes.push(format!("skipped {label}: it has no metadata.name"));
+            notes.push(skip("it has no metadata.name"));
             continue;
         };
         let namespace = namespace.unwrap_or_else(|| "default".into());
         if !seen.insert((kind.clone(), namespace.clone(), name.clone())) {
-            notes.push(format!(
-                "skipped {label}: it appears twice in the file (the first is used)"
-            ));
+            notes.push(skip("it appears twice in the file (the first is used)"));
             continue;
         }
         match body {
-            Body::Typed(Ok(object)) => objects.push((label, namespace, name, object)),
+            Body::Typed(Ok(object)) => {
+                let at = At {
+                    label: label.clone(),
+                    line_column: place,
+                };
+                objects.push((at, namespace, name, object));
+            }
             Body::PriorityClass(Ok(value)) => {
                 priority_classes.insert(name, value);
             }
@@ -691,19 +752,15 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             Body::PriorityClass(Err(why))
             | Body::Topology(Err(why))
             | Body::Dra(Err(why))
-            | Body::Numa(Err(why)) => {
-                notes.push(format!("skipped {label}: {why}"));
-            }
+            | Body::Numa(Err(why)) => notes.push(skip(&why)),
             Body::Topology(Ok(levels)) => topologies.push(Topology { name, levels }),
-            Body::Typed(Err(why)) => {
-                notes.push(format!("skipped {label}: not a valid {kind}: {why}"));
-            }
+            Body::Typed(Err(why)) => notes.push(skip(&format!("not a valid {kind}: {why}"))),
             Body::Other(owner) => {
                 other_kinds.push((
                     (namespace.clone(), kind.clone(), name.clone()),
-                    format!(
-                        "skipped {label}: {api_version} {kind} is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup"
-                    ),
+                    skip(&format!(
+                        "{api_version} {kind} is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup"
+                    )),
                 ));
                 instants.extend(created);
                 owners.add(&namespace, &name, *owner);
@@ -736,8 +793,12 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
     };
     let mut pod_owners = Vec::new();
     let mut succeeded: Vec<(String, Option<String>, Option<owners::OwnerRef>, String)> = Vec::new();
-    for (label, namespace, name, object) in objects {
-        let skip = |why: String| format!("skipped {label}: {why}");
+    for (at, namespace, name, object) in objects {
+        let note = |text: String| Note {
+            line_column: at.line_column,
+            text,
+        };
+        let skip = |why: String| note(format!("skipped {}: {why}", at.label));
         match object {
             Object::Node(Ok(mut node)) => {
                 node.numa = numa_topologies.remove(&node.name).map(Box::new);
@@ -751,7 +812,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
                     times,
                     owner,
                 } = *pod;
-                notes.extend(read_notes);
+                notes.extend(read_notes.into_iter().map(note));
                 match read {
                     Ok(PodRead::Pod(mut p)) => {
                         times.apply(&mut p, &clock);
@@ -766,21 +827,27 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
                 }
             }
             Object::PodGroup(group, created) => {
-                match read_group(*group, created.map(clock), &clock, &mut notes) {
+                let mut read_notes = Vec::new();
+                let read = read_group(*group, created.map(clock), &clock, &mut read_notes);
+                notes.extend(read_notes.into_iter().map(note));
+                match read {
                     Ok(g) => snapshot.groups.push(g),
                     Err(why) => notes.push(skip(why)),
                 }
             }
         }
     }
+    // Notes about several objects, or found after their places are gone.
+    let mut later = Vec::new();
     let owner_groups = group_by_owner(
         &mut snapshot,
         pod_owners,
         &mut owners,
         &succeeded,
         options,
-        &mut notes,
+        &mut later,
     );
+    notes.extend(later.drain(..).map(Note::placeless));
     let unused: HashSet<&(String, String, String)> = owners.unused().collect();
     notes.extend(
         other_kinds
@@ -788,17 +855,18 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             .filter(|(key, _)| unused.contains(key))
             .map(|(_, note)| note.clone()),
     );
-    size_gpu_memory(&mut snapshot, &mut notes);
+    size_gpu_memory(&mut snapshot, &mut later);
     crate::dra::count_gpus(&mut snapshot);
     let nodes: HashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     for p in snapshot.pods.iter().filter(|p| !p.foreign) {
         if let Some(node) = p.node.as_deref().filter(|n| !nodes.contains(n)) {
-            notes.push(format!(
+            later.push(format!(
                 "Pod {}: runs on node {node}, which is not in the file: what it holds stays charged to its queue, and it is not placed again",
                 p.key()
             ));
         }
     }
+    notes.extend(later.into_iter().map(Note::placeless));
     ClusterFile {
         snapshot,
         notes,
@@ -1183,7 +1251,7 @@ fn size_gpu_memory(snapshot: &mut Snapshot, notes: &mut Vec<String>) {
 
 /// Appends the objects of one YAML value: a list's items (recursively), one object, or nothing
 /// for an empty document.
-fn flatten(value: Value, at: &str, out: &mut Vec<(String, Value)>) {
+fn flatten(value: Value, at: At, located: Option<&Located>, out: &mut Vec<(At, Value)>) {
     match value {
         Value::Null => {}
         Value::Object(mut map)
@@ -1193,13 +1261,28 @@ fn flatten(value: Value, at: &str, out: &mut Vec<(String, Value)>) {
                 .is_some_and(|k| k == "List" || k.ends_with("List"))
                 && map.get("items").is_some_and(Value::is_array) =>
         {
+            let places = match located.and_then(|l| l.get("items")) {
+                Some((
+                    _,
+                    Located {
+                        node: YamlNode::List(items),
+                        ..
+                    },
+                )) => items.as_slice(),
+                _ => &[],
+            };
             if let Some(Value::Array(items)) = map.remove("items") {
                 for (i, item) in items.into_iter().enumerate() {
-                    flatten(item, &format!("{at}, item {}", i + 1), out);
+                    let place = places.get(i);
+                    let item_at = At {
+                        label: format!("{}, item {}", at.label, i + 1),
+                        line_column: place.map(|l| (l.place.line, l.place.column)),
+                    };
+                    flatten(item, item_at, place, out);
                 }
             }
         }
-        other => out.push((at.to_string(), other)),
+        other => out.push((at, other)),
     }
 }
 

@@ -37,7 +37,7 @@ use kai_policy_compiler::diagnostics::{HumanStyle, render_human};
 use kai_policy_compiler::model::Policy;
 use kai_policy_compiler::source::load_dir;
 use kai_scheduler::decision::Decision;
-use kai_scheduler::ingest::{Options, read_cluster};
+use kai_scheduler::ingest::{Note, Options, read_cluster};
 use kai_scheduler::simulate::{self, Simulation, Status};
 
 const SCENARIOS: &str = "tests/scenarios";
@@ -48,7 +48,7 @@ struct Scenario {
     dir: PathBuf,
     policy: Policy,
     sim: Simulation,
-    notes: Vec<String>,
+    notes: Vec<Note>,
 }
 
 fn scenario_names() -> Vec<String> {
@@ -108,7 +108,7 @@ impl Scenario {
     fn human(&self) -> String {
         let mut out = String::new();
         for note in &self.notes {
-            out.push_str(&format!("note: {note}\n"));
+            out.push_str(&format!("note: {}\n", note.in_file("cluster.yaml")));
         }
         out.push_str(&simulate::render_human(&self.sim, &self.policy));
         out

@@ -612,7 +612,10 @@ fn simulate_cluster(args: &SimulateArgs) -> Result<u8, CannotRun> {
     }
     .map_err(|e| failure(&e.file, e.to_string(), CLUSTER_HELP))?;
     for note in &file.notes {
-        eprintln!("note: {}: {note}", args.cluster.display());
+        eprintln!(
+            "note: {}",
+            note.in_file(&args.cluster.display().to_string())
+        );
     }
     if file.snapshot.nodes.is_empty() && file.snapshot.pods.is_empty() {
         // Nothing to schedule on and nothing to schedule: an empty file, or one that is not a

@@ -58,6 +58,10 @@ impl SimCluster {
         let label = path.display().to_string();
         let file = ingest::parse_cluster(&label, &text, &Options::for_policy(policy))
             .map_err(|e| e.to_string())?;
+        // As `simulate` prints them: an object skipped is never silent.
+        for note in &file.notes {
+            tracing::warn!("{}", note.in_file(&label));
+        }
         let durations = durations(&label, &text)?;
         let start = match (options.start, file.origin) {
             (None, _) | (Some(_), None) => file.taken,

@@ -144,7 +144,7 @@ pub fn read(objects: &Objects, options: &Options) -> Read {
         let error = match ingest::read_objects("cluster", raw, &options) {
             Ok(file) => {
                 out.snapshot = file.snapshot;
-                out.notes = file.notes;
+                out.notes = file.notes.iter().map(ToString::to_string).collect();
                 out.owner_groups = file.owner_groups;
                 break;
             }

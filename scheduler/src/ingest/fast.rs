@@ -24,19 +24,39 @@ use serde_json::{Map, Value};
 #[derive(Debug)]
 pub struct GiveUp;
 
+/// Where an object is in the file: how it is counted (`document 2, item 5`), and the line and
+/// column (1-based) it starts at when the reader knows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct At {
+    /// The document and List item it is.
+    pub label: String,
+    /// Where its text starts.
+    pub line_column: Option<(usize, usize)>,
+}
+
+impl At {
+    /// A place known by its count only.
+    pub fn counted(label: String) -> Self {
+        At {
+            label,
+            line_column: None,
+        }
+    }
+}
+
 /// One object (or document) to read, where it is in the file.
 pub enum Work<'a> {
     /// A YAML node's events.
-    Events(String, Vec<Event<'a>>),
+    Events(At, Vec<Event<'a>>),
     /// A value already built.
-    Value(String, Value),
+    Value(At, Value),
     /// A JSON value's text.
-    Json(String, &'a str),
+    Json(At, &'a str),
 }
 
 impl Work<'_> {
     /// The value, with where it is.
-    pub fn into_value(self) -> Result<(String, Value), GiveUp> {
+    pub fn into_value(self) -> Result<(At, Value), GiveUp> {
         match self {
             Work::Value(at, v) => Ok((at, v)),
             Work::Json(at, text) => Ok((at, serde_json::from_str(text).map_err(|_| GiveUp)?)),
@@ -54,12 +74,14 @@ const MAX_DEPTH: usize = 128;
 /// Splits a YAML stream into work, in file order.
 pub fn yaml<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), GiveUp> {
     let mut parser = Parser::new_from_str(text);
-    let mut next = move || -> Result<Option<Event<'a>>, GiveUp> {
+    // Where the event `next` gave last starts: line and column, 1-based.
+    let start = std::cell::Cell::new((1, 1));
+    let mut next = || -> Result<Option<Event<'a>>, GiveUp> {
         loop {
             match parser.next_event() {
                 None => return Ok(None),
                 Some(Err(_)) => return Err(GiveUp),
-                Some(Ok((event, _))) => match event {
+                Some(Ok((event, span))) => match event {
                     Event::Alias(_) | Event::Anchor(..) | Event::UnresolvedAlias(_) => {
                         return Err(GiveUp);
                     }
@@ -78,11 +100,18 @@ pub fn yaml<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), Giv
                     | Event::StreamStart
                     | Event::StreamEnd
                     | Event::DocumentStart(..)
-                    | Event::DocumentEnd => return Ok(Some(event)),
+                    | Event::DocumentEnd => {
+                        start.set((span.start.line(), span.start.col() + 1));
+                        return Ok(Some(event));
+                    }
                     _ => continue,
                 },
             }
         }
+    };
+    let here = |label: String| At {
+        label,
+        line_column: Some(start.get()),
     };
     let mut documents = 0usize;
     while let Some(event) = next()? {
@@ -96,11 +125,11 @@ pub fn yaml<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), Giv
                     continue;
                 }
                 documents += 1;
-                send(Work::Value(format!("document {documents}"), value));
+                send(Work::Value(here(format!("document {documents}")), value));
             }
             Event::MappingStart(..) => {
                 documents += 1;
-                let at = format!("document {documents}");
+                let at = here(format!("document {documents}"));
                 let mut top = Map::new();
                 let mut keys = HashSet::new();
                 let mut items_streamed = false;
@@ -123,8 +152,9 @@ pub fn yaml<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), Giv
                                 break;
                             }
                             item += 1;
+                            let item_at = here(format!("{}, item {item}", at.label));
                             let events = node(first, &mut next)?;
-                            send(Work::Events(format!("{at}, item {item}"), events));
+                            send(Work::Events(item_at, events));
                         }
                     } else {
                         let events = node(first, &mut next)?;
@@ -147,8 +177,9 @@ pub fn yaml<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), Giv
             }
             first @ Event::SequenceStart(..) => {
                 documents += 1;
+                let at = here(format!("document {documents}"));
                 let events = node(first, &mut next)?;
-                send(Work::Events(format!("document {documents}"), events));
+                send(Work::Events(at, events));
             }
             _ => return Err(GiveUp),
         }
@@ -285,8 +316,12 @@ pub fn json<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), Giv
         .into_iter::<&RawValue>()
         .collect::<Result<Vec<&RawValue>, _>>()
         .map_err(|_| GiveUp)?;
+    let mut lines = Lines::new(text);
     for (d, raw) in documents.into_iter().enumerate() {
-        let at = format!("document {}", d + 1);
+        let at = At {
+            label: format!("document {}", d + 1),
+            line_column: lines.at(raw.get()),
+        };
         let whole = || {
             serde_json::from_str::<Value>(raw.get())
                 .map(|v| Work::Value(at.clone(), v))
@@ -307,13 +342,57 @@ pub fn json<'a>(text: &'a str, send: &mut dyn FnMut(Work<'a>)) -> Result<(), Giv
                 let items: Vec<&RawValue> =
                     serde_json::from_str(items.get()).map_err(|_| GiveUp)?;
                 for (i, item) in items.into_iter().enumerate() {
-                    send(Work::Json(format!("{at}, item {}", i + 1), item.get()));
+                    let item_at = At {
+                        label: format!("{}, item {}", at.label, i + 1),
+                        line_column: lines.at(item.get()),
+                    };
+                    send(Work::Json(item_at, item.get()));
                 }
             }
             _ => send(whole()?),
         }
     }
     Ok(())
+}
+
+/// Lines and columns of slices of one text, met in order: counted from the last one met, so a
+/// whole file costs one pass.
+struct Lines<'a> {
+    text: &'a str,
+    /// Byte offset, line and the byte offset of that line's start, of the last slice met.
+    offset: usize,
+    line: usize,
+    line_start: usize,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a str) -> Self {
+        Lines {
+            text,
+            offset: 0,
+            line: 1,
+            line_start: 0,
+        }
+    }
+
+    /// The line and column (1-based, in characters) where `part`, a slice of the text at or
+    /// after the last one met, starts.
+    fn at(&mut self, part: &str) -> Option<(usize, usize)> {
+        let offset = (part.as_ptr() as usize).checked_sub(self.text.as_ptr() as usize)?;
+        if offset < self.offset || offset > self.text.len() {
+            return None;
+        }
+        let between = self.text.get(self.offset..offset)?;
+        for (i, b) in between.bytes().enumerate() {
+            if b == b'\n' {
+                self.line += 1;
+                self.line_start = self.offset + i + 1;
+            }
+        }
+        self.offset = offset;
+        let column = self.text.get(self.line_start..offset)?.chars().count() + 1;
+        Some((self.line, column))
+    }
 }
 
 /// Runs a splitter on this thread and reads each piece of work with `read` on two more

@@ -22,7 +22,12 @@ fn fail(text: &str) -> String {
 
 /// The notes of a file that is read (one bad object never rejects the file).
 fn notes(text: &str) -> Vec<String> {
-    parse(text).notes
+    parse(text).notes.into_iter().map(|n| n.text).collect()
+}
+
+/// What notes say, without their places.
+fn texts(notes: &[Note]) -> Vec<&str> {
+    notes.iter().map(|n| n.text.as_str()).collect()
 }
 
 /// The one note of a file whose only object is skipped.
@@ -33,7 +38,7 @@ fn skipped(text: &str) -> String {
         "the object is skipped: {file:?}"
     );
     match file.notes.as_slice() {
-        [one] => one.clone(),
+        [one] => one.text.clone(),
         many => panic!("one note expected: {many:?}"),
     }
 }
@@ -209,7 +214,7 @@ fn gpu_fractions() {
     let fine = parse(&pod("{gpu-fraction: \"0.0001\"}", "{}"));
     assert_eq!(fine.snapshot.pods[0].request.gpu, 1);
     assert!(
-        fine.notes[0].contains("counted as 0.001"),
+        fine.notes[0].text.contains("counted as 0.001"),
         "{:?}",
         fine.notes
     );
@@ -325,7 +330,7 @@ fn missing_names_and_duplicates_are_skipped_with_a_note() {
     let file = parse(&format!("{NODE}---{NODE}"));
     assert_eq!(file.snapshot.nodes.len(), 1);
     assert_eq!(
-        file.notes,
+        texts(&file.notes),
         ["skipped Node gpu-01: it appears twice in the file (the first is used)"]
     );
     let e =
@@ -454,7 +459,7 @@ items:
         g.topology_preferred.as_deref(),
         Some("cloud.provider.com/topology-rack")
     );
-    let notes = file.notes.join("\n");
+    let notes = texts(&file.notes).join("\n");
     assert!(
         notes.contains("Topology empty: spec.levels must list at least one level"),
         "{notes}"
@@ -462,6 +467,85 @@ items:
     assert!(
         notes.contains("Topology twice: spec.levels[1]: node label rack names two levels"),
         "{notes}"
+    );
+}
+
+/// The notes of a file, each as `line:column: text` (or the text alone where it has no place).
+fn placed(text: &str) -> Vec<String> {
+    parse(text)
+        .notes
+        .iter()
+        .map(|n| match n.line_column {
+            Some((line, column)) => format!("{line}:{column}: {}", n.text),
+            None => n.text.clone(),
+        })
+        .collect()
+}
+
+#[test]
+fn every_note_about_an_object_names_the_line_and_column_it_starts_at() {
+    // A List's items are placed where their mapping starts (after `- `), a document where it
+    // starts (after `---`); counted by hand. Objects of other kinds are noted last.
+    let yaml = "\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status: {allocatable: {nvidia.com/gpu: \"8\", cpu: \"8\", memory: 8Gi}}
+- apiVersion: batch/v1
+  kind: Job
+  metadata: {name: j, namespace: a}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {namespace: a}
+--- [1, 2]
+";
+    assert_eq!(
+        placed(yaml),
+        [
+            "11:3: skipped Node n1: it appears twice in the file (the first is used)",
+            "15:1: skipped Pod (document 2): it has no metadata.name",
+            "18:5: skipped document 3: it is not a Kubernetes object (expected a mapping with apiVersion and kind)",
+            "8:3: skipped Job a/j: batch/v1 Job is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
+        ]
+    );
+    // JSON as `kubectl -o json` prints a List: each item where its `{` is.
+    let json = r#"{"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "a"}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "a"}}
+]}
+"#;
+    assert_eq!(
+        placed(json),
+        [
+            "3:5: skipped Pod (document 1, item 2): it has no metadata.name",
+            "2:3: skipped Job a/j: batch/v1 Job is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
+        ]
+    );
+    // An anchor sends the file to the whole-file reader: the places are the same.
+    let anchored = "\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: batch/v1
+  kind: &k Job
+  metadata: {name: j, namespace: a}
+- apiVersion: v1
+  kind: Pod
+  metadata: {namespace: a}
+";
+    assert_eq!(
+        placed(anchored),
+        [
+            "7:3: skipped Pod (document 1, item 2): it has no metadata.name",
+            "4:3: skipped Job a/j: batch/v1 Job is not a Node, Pod or scheduling.run.ai/v2alpha2 PodGroup",
+        ]
     );
 }
 
@@ -494,7 +578,7 @@ items:
     // Objects of other kinds are noted last: only once every pod is read is it known that they
     // own none. The bound pod's node is not in the file, but it is another scheduler's: no note.
     assert_eq!(
-        file.notes,
+        texts(&file.notes),
         [
             "skipped Pod ns/done: it has finished (phase Succeeded)",
             "skipped Pod ns/theirs: it is pending for another scheduler (default-scheduler, not kai-scheduler)",
@@ -632,9 +716,10 @@ fn the_fast_readers_read_as_the_whole_file_reader() {
             "{} as JSON",
             path.display()
         );
+        // The same objects, at other lines.
         assert_eq!(
-            parse_cluster("f", &json, &options()),
-            whole,
+            without_places(parse_cluster("f", &json, &options())),
+            without_places(whole),
             "{} as JSON",
             path.display()
         );
@@ -657,12 +742,32 @@ fn odd_yaml_reads_as_the_whole_file_reader() {
         "{\"kind\": \"List\", \"items\": {\"kind\": \"Pod\"}}",
         "{\"kind\": \"PodList\", \"items\": [{\"kind\": \"Pod\", \"metadata\": {\"name\": \"a\"}}]} {\"kind\": \"Pod\"}",
     ] {
-        assert_eq!(
-            parse_cluster("f", text, &options()),
-            parse_whole("f", text, &options()),
-            "{text}"
-        );
+        let whole = parse_whole("f", text, &options());
+        // JSON documents one after another are no YAML: the whole-file reader, which finds
+        // places by reading the text as YAML, has none for them.
+        let placed = whole
+            .as_ref()
+            .is_ok_and(|f| f.notes.iter().all(|n| n.line_column.is_some()));
+        if placed {
+            assert_eq!(parse_cluster("f", text, &options()), whole, "{text}");
+        } else {
+            assert_eq!(
+                without_places(parse_cluster("f", text, &options())),
+                without_places(whole),
+                "{text}"
+            );
+        }
     }
+}
+
+/// A file read, its notes' places left out.
+fn without_places(read: Result<ClusterFile, IngestError>) -> Result<ClusterFile, IngestError> {
+    read.map(|mut file| {
+        for note in &mut file.notes {
+            note.line_column = None;
+        }
+        file
+    })
 }
 
 proptest::proptest! {
@@ -764,7 +869,7 @@ fn sub_groups_kai_admission_warns_and_reads_as_kai_does() {
         "{minSubGroup: 3, subGroups: [{name: a}, {name: mid, minMember: 2}, {name: b, parent: mid, minSubGroup: 1}]}",
     ));
     assert_eq!(file.snapshot.groups.len(), 1, "warnings keep the group");
-    let notes: Vec<&str> = file.notes.iter().map(String::as_str).collect();
+    let notes = texts(&file.notes);
     assert_eq!(
         notes,
         [
@@ -834,7 +939,7 @@ metadata:
     let file = read(&pods, &complete);
     assert_eq!(pods_of(&file), ["p1"]);
     assert!(
-        file.notes.iter().any(|n| n
+        file.notes.iter().any(|n| n.text
             == "skipped Pod a/p0: its owner Job a/train-workers-0 is not read yet, so its group is not known; it waits until the owner is read"),
         "{:?}",
         file.notes
@@ -845,7 +950,7 @@ metadata:
     assert!(
         file.notes
             .iter()
-            .any(|n| n.contains("its owner JobSet a/train is not read yet"))
+            .any(|n| n.text.contains("its owner JobSet a/train is not read yet"))
     );
     // The whole chain: both pods in the JobSet's group.
     let file = read(&format!("{jobset}{job}{pods}"), &complete);
@@ -931,7 +1036,7 @@ status: {{phase: Running}}
     .join("---\n");
     let file = parse(&text);
     assert_eq!(
-        file.notes,
+        texts(&file.notes),
         [
             "skipped Pod kai-resource-reservation/gpu-reservation-gpu-02-d: it is a GPU reservation pod of KAI's binder, which places it"
         ]
