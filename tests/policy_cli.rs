@@ -520,6 +520,53 @@ fn schema_prints_what_schemas_holds() {
     }
 }
 
+/// A command line clap refuses still gives a script asking for a machine-readable format one
+/// document on stdout: the KP0000 failure, its file the command line, its column the argument
+/// refused. A human format, or a format clap refuses, prints nothing there.
+#[test]
+fn a_refused_command_line_with_a_machine_format_prints_one_document() {
+    let dir = temp();
+    let run = kai_policy(dir.path(), &["check", "--bogus", "--format", "json"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("unexpected argument '--bogus'"),
+        "{run:?}"
+    );
+    let doc: Value = serde_json::from_str(&run.stdout).expect("one JSON document");
+    let d = &doc["diagnostics"][0];
+    assert_eq!(d["code"], "KP0000");
+    assert_eq!(d["file"], "command line");
+    assert_eq!(d["message"], "unexpected argument '--bogus' found");
+    // `kai-policy check ` is 17 characters: `--bogus` starts at column 18.
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(1), Some(18))
+    );
+    assert_eq!(doc["summary"]["errors"], 1);
+
+    // The value a flag lacks, in a report command's JSON; and `--format=` written as one.
+    let run = kai_policy(dir.path(), &["explain", "--format=json", "--scenario"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stdout).expect("one JSON document");
+    // `kai-policy explain --format=json ` is 33 characters.
+    assert_eq!(doc["diagnostics"][0]["column"], 34, "{doc}");
+
+    let run = kai_policy(dir.path(), &["check", "--bogus", "--format", "github"]);
+    assert!(
+        run.stdout
+            .starts_with("::error file=command line,line=1,col=18,"),
+        "{run:?}"
+    );
+    for args in [
+        &["check", "--bogus"][..],
+        &["check", "--bogus", "--format", "human"],
+        &["check", "--format", "jsn"],
+    ] {
+        let run = kai_policy(dir.path(), args);
+        assert_eq!((run.status, run.stdout.as_str()), (2, ""), "{args:?}");
+    }
+}
+
 /// A CI step that uploads `--format json|sarif|github` output gets one valid document even when
 /// the command cannot run (exit 2), with the failure as a diagnostic naming the path.
 #[test]

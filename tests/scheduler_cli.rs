@@ -192,6 +192,24 @@ fn a_cluster_file_with_no_nodes_and_no_pods_is_refused() {
 }
 
 #[test]
+fn a_refused_command_line_with_format_json_prints_one_document() {
+    let dir = temp();
+    let run = kai_scheduler(
+        dir.path(),
+        &["simulate", "--format", "json", "--cluster", "x", "--bogus"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    let doc: Value = serde_json::from_str(&run.stdout).expect("one JSON document");
+    let d = &doc["diagnostics"][0];
+    assert_eq!(
+        (d["code"].as_str(), d["file"].as_str()),
+        (Some("KP0000"), Some("command line"))
+    );
+    // `kai-scheduler simulate --format json --cluster x ` is 49 characters.
+    assert_eq!(d["column"], 50, "{doc}");
+}
+
+#[test]
 fn skipped_objects_are_noted_on_stderr() {
     let dir = temp();
     copy_example(dir.path());

@@ -308,12 +308,93 @@ fn report_cannot_run(format: ReportFormat, headline: &str, failure: &CannotRun) 
 pub fn parse_args<T: Parser>() -> Result<T, u8> {
     T::try_parse().map_err(|e| {
         let _ = e.print();
-        if e.use_stderr() {
-            EXIT_FAILURE
-        } else {
-            EXIT_OK
+        if !e.use_stderr() {
+            return EXIT_OK;
         }
+        let args: Vec<String> = std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        if let Some(document) = bad_command_line(&args, &e) {
+            print_stdout(&document);
+        }
+        EXIT_FAILURE
     })
+}
+
+/// What a command line clap refused prints on stdout when it asks for a machine-readable
+/// `--format`: the KP0000 document (or pull-request comment) every other failure of such a
+/// command prints, so a script that reads stdout gets one document also then. Its file is the
+/// command line itself, its column the argument clap names. `None` for a human format, or when
+/// the format is what clap refused.
+fn bad_command_line(args: &[String], error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let named = |kind| match error.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let refused = named(ContextKind::InvalidArg);
+    if refused.is_some_and(|a| a.starts_with("--format")) {
+        return None;
+    }
+    let mut format = None;
+    for (i, arg) in args.iter().enumerate().skip(1) {
+        if arg == "--format" {
+            format = args.get(i + 1).map(String::as_str);
+        } else if let Some(value) = arg.strip_prefix("--format=") {
+            format = Some(value);
+        }
+    }
+    let program = args
+        .first()
+        .map(|a| {
+            Path::new(a)
+                .file_name()
+                .map_or(a.clone(), |n| n.to_string_lossy().into())
+        })
+        .unwrap_or_default();
+    let mut line = program.clone();
+    let mut column = None;
+    for arg in args.iter().skip(1) {
+        line.push(' ');
+        // The argument clap names, or the value it names of a flag written `--flag=value`.
+        let names = |r: &str| {
+            arg == r
+                || r.strip_prefix(arg.as_str())
+                    .is_some_and(|rest| arg.starts_with('-') && rest.starts_with(' '))
+        };
+        if column.is_none() && refused.is_some_and(names) {
+            column = Some(line.chars().count() + 1);
+        }
+        line.push_str(arg);
+    }
+    let rendered = error.render().to_string();
+    let message = rendered
+        .lines()
+        .next()
+        .unwrap_or("the command line cannot be read")
+        .trim_start_matches("error: ")
+        .to_string();
+    let tips: Vec<&str> = rendered
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("tip: "))
+        .collect();
+    let help = if tips.is_empty() {
+        format!("run `{program} --help` (or `{program} COMMAND --help`) for the flags it takes")
+    } else {
+        tips.join("; ")
+    };
+    let mut failure = CannotRun::default();
+    failure.add_at_column("command line", &line, Some(1), column, message, &help);
+    match format? {
+        "json" => Some(failure.render(Format::Json)),
+        "sarif" => Some(failure.render(Format::Sarif)),
+        "github" => Some(failure.render(Format::Github)),
+        "markdown" => Some(markdown_failure(
+            "the command line could not be read",
+            &failure.human(),
+        )),
+        _ => None,
+    }
 }
 
 /// Parses the command line, runs the command, and returns the process exit status.
