@@ -149,6 +149,9 @@ pub struct ResourceClaim {
     /// What it asks that kai-policy does not evaluate (`matchAttribute` constraints, admin
     /// access): no device is chosen for it, and its pods wait saying why.
     pub unsupported: Option<String>,
+    /// Why its requests (or its allocation's node selector) cannot be read. It is kept for
+    /// the devices its allocation holds; no device is chosen for it, and its pods wait.
+    pub unreadable: Option<String>,
 }
 
 impl ResourceClaim {

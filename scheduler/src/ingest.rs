@@ -744,7 +744,17 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             Body::Dra(Ok(object)) => match object {
                 dra::DraObject::Class(c) => dra_objects.classes.push(c),
                 dra::DraObject::Slice(s) => dra_objects.slices.push(*s),
-                dra::DraObject::Claim(c) => dra_objects.claims.push(*c),
+                dra::DraObject::Claim(c) => {
+                    if let Some(why) = &c.unreadable {
+                        notes.push(Note {
+                            line_column: place,
+                            text: format!(
+                                "{label}: {why}; kept for the devices its allocation holds, and its pods wait until it is fixed"
+                            ),
+                        });
+                    }
+                    dra_objects.claims.push(*c);
+                }
             },
             Body::Numa(Ok(topology)) => {
                 numa_topologies.extend(topology.map(|t| (name, t)));

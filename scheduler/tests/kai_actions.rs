@@ -764,6 +764,7 @@ impl KaiDra {
                     }),
                     reserved_for: c.reserved_for.clone(),
                     unsupported: None,
+                    unreadable: None,
                 })
                 .collect(),
         }

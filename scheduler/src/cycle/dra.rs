@@ -760,6 +760,11 @@ fn accepted(
     device_of: &[&crate::dra::Device],
 ) -> Result<Vec<Vec<usize>>, String> {
     let what = format!("ResourceClaim {}/{}", claim.namespace, claim.name);
+    if let Some(why) = &claim.unreadable {
+        return Err(format!(
+            "{what} cannot be read ({why}): no device is chosen for it until it is fixed"
+        ));
+    }
     if let Some(part) = &claim.unsupported {
         return Err(format!(
             "{what} uses {part}, which kai-policy does not evaluate: no device is chosen for it"

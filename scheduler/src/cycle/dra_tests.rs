@@ -411,6 +411,47 @@ spec:
     }
 
     #[test]
+    fn a_claim_that_cannot_be_read_still_holds_the_devices_of_its_allocation() {
+        // Claim odd-gpu asks with an allocation mode this reader does not know (a newer API, a
+        // hand edit) and holds gpu-0. Left out of the cluster, gpu-0 would look free and be
+        // given a second time; kept, it is taken, and the file says so where the claim is.
+        let slice = slice("n1-gpu", 1, 1, &["gpu-0", "gpu-1"]);
+        let held = "{allocation: {devices: {results: [{request: gpu, driver: gpu.nvidia.com, \
+                    pool: n1, device: gpu-0}]}, nodeSelector: {nodeSelectorTerms: [{matchFields: \
+                    [{key: metadata.name, operator: In, values: [n1]}]}]}}}";
+        let odd = super::claimed_pod(
+            "odd",
+            "gpu",
+            "{deviceClassName: gpu.nvidia.com, allocationMode: Mystery}",
+            held,
+            "1",
+        );
+        let r = run(&[slice.clone(), odd.clone(), pod("p2", "2")]);
+        // p2 waits (behind odd, which its queue placed first and which took no new device).
+        assert!(devices(&r, "p2-gpu").is_empty(), "{:#?}", r.decisions);
+        pending_reason(&r, "b/p2");
+        // Its own pod runs on the devices the claim was given.
+        assert_eq!(devices(&r, "odd-gpu"), ["gpu-0"]);
+        let r = run(&[slice.clone(), odd.clone(), pod("p1", "1")]);
+        assert_eq!(devices(&r, "p1-gpu"), ["gpu-1"]);
+
+        let text = [NODE.to_string(), slice, odd].join("---\n");
+        let file = parse_cluster("cluster.yaml", &text, &Options::for_policy(&policy(TEAM)));
+        let notes: Vec<String> = file.unwrap().notes.iter().map(|n| n.in_file("f")).collect();
+        assert_eq!(
+            notes,
+            // Counted by hand: the node and the class take lines 1-16 (the first blank), the
+            // `---` 17, the slice 18-32 (a blank, nine lines, two lines per device), the `---`
+            // 33, then the claim's text opens with a blank line: it starts on line 35.
+            [
+                "f:35:1: ResourceClaim b/odd-gpu: spec.devices.requests[0].exactly.allocationMode: \
+              `Mystery` is not ExactCount or All; kept for the devices its allocation holds, and \
+              its pods wait until it is fixed"
+            ]
+        );
+    }
+
+    #[test]
     fn a_pool_being_updated_gives_no_device_and_a_request_for_all_says_why() {
         // Generation 3 of pool n1 has two slices; one is published so far.
         let first = slice("n1-gpu-a", 3, 2, &["gpu-0", "gpu-1"]);

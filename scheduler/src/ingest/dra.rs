@@ -157,6 +157,64 @@ fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, St
         .collect();
     let extended = meta["annotations"]["resource.kubernetes.io/extended-resource-claim"].as_str()
         == Some("true");
+    // A claim whose requests cannot be read is still kept for the devices its allocation
+    // holds (leaving it out would show them free); its pods wait, saying why.
+    let (requests, mut unreadable) = match requests(value) {
+        Ok(requests) => (requests, None),
+        Err(why) => (Vec::new(), Some(why)),
+    };
+    let spec = &value["spec"]["devices"];
+    let unsupported = if spec["constraints"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty())
+    {
+        Some("spec.devices.constraints (matchAttribute)".to_string())
+    } else {
+        spec["requests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            // KAI's allocator refuses a request that sets the field at all, even to false
+            // (`hasAdminAccess`: its admin-access feature is off).
+            .find(|r| !r["exactly"]["adminAccess"].is_null() || !r["adminAccess"].is_null())
+            .map(|r| {
+                format!(
+                    "adminAccess in request {}",
+                    r["name"].as_str().unwrap_or_default()
+                )
+            })
+    };
+    let status = &value["status"];
+    let allocation = match &status["allocation"] {
+        Value::Object(a) => {
+            let (allocation, why) = allocation(a);
+            unreadable = unreadable.or(why);
+            Some(allocation)
+        }
+        _ => None,
+    };
+    let reserved_for = status["reservedFor"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["resource"].as_str() == Some("pods"))
+        .filter_map(|r| r["name"].as_str().map(str::to_string))
+        .collect();
+    Ok(ResourceClaim {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        labels,
+        extended,
+        requests,
+        allocation,
+        reserved_for,
+        unsupported,
+        unreadable,
+    })
+}
+
+/// A claim's `spec.devices.requests`, or why they cannot be read.
+fn requests(value: &Value) -> Result<Vec<DeviceRequest>, String> {
     let mut requests = Vec::new();
     for (i, r) in value["spec"]["devices"]["requests"]
         .as_array()
@@ -198,56 +256,15 @@ fn claim(name: &str, namespace: &str, value: &Value) -> Result<ResourceClaim, St
             selectors: selectors(&exact["selectors"]),
         });
     }
-    let spec = &value["spec"]["devices"];
-    let unsupported = if spec["constraints"]
-        .as_array()
-        .is_some_and(|c| !c.is_empty())
-    {
-        Some("spec.devices.constraints (matchAttribute)".to_string())
-    } else {
-        spec["requests"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            // KAI's allocator refuses a request that sets the field at all, even to false
-            // (`hasAdminAccess`: its admin-access feature is off).
-            .find(|r| !r["exactly"]["adminAccess"].is_null() || !r["adminAccess"].is_null())
-            .map(|r| {
-                format!(
-                    "adminAccess in request {}",
-                    r["name"].as_str().unwrap_or_default()
-                )
-            })
-    };
-    let status = &value["status"];
-    let allocation = match &status["allocation"] {
-        Value::Object(a) => Some(allocation(a)?),
-        _ => None,
-    };
-    let reserved_for = status["reservedFor"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["resource"].as_str() == Some("pods"))
-        .filter_map(|r| r["name"].as_str().map(str::to_string))
-        .collect();
-    Ok(ResourceClaim {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        labels,
-        extended,
-        requests,
-        allocation,
-        reserved_for,
-        unsupported,
-    })
+    Ok(requests)
 }
 
 /// `status.allocation`: its devices, and where its `nodeSelector` lets its pods run: the node
 /// it names by `matchFields metadata.name In [node]` (as the allocator writes it for a node's
 /// devices), or else its terms, matched against the nodes' labels and names as KAI's `filter`
-/// matches them (a `kubernetes.io/hostname` term among them: a label, not a name).
-fn allocation(a: &serde_json::Map<String, Value>) -> Result<Allocation, String> {
+/// matches them (a `kubernetes.io/hostname` term among them: a label, not a name). A
+/// `nodeSelector` that cannot be read ties it to no node, and says why: its devices stay held.
+fn allocation(a: &serde_json::Map<String, Value>) -> (Allocation, Option<String>) {
     let devices = a
         .get("devices")
         .and_then(|d| d["results"].as_array())
@@ -260,21 +277,22 @@ fn allocation(a: &serde_json::Map<String, Value>) -> Result<Allocation, String> 
             device: r["device"].as_str().unwrap_or("").to_string(),
         })
         .collect();
-    let (node, selector) = match a.get("nodeSelector") {
-        None | Some(Value::Null) => (None, Vec::new()),
+    let (node, selector, why) = match a.get("nodeSelector") {
+        None | Some(Value::Null) => (None, Vec::new(), None),
         Some(selector) => match one_node(selector) {
-            Some(node) => (Some(node), Vec::new()),
-            None => (
-                None,
-                node_selector(selector, "status.allocation.nodeSelector")?,
-            ),
+            Some(node) => (Some(node), Vec::new(), None),
+            None => match node_selector(selector, "status.allocation.nodeSelector") {
+                Ok(terms) => (None, terms, None),
+                Err(why) => (None, Vec::new(), Some(why)),
+            },
         },
     };
-    Ok(Allocation {
+    let allocation = Allocation {
         node,
         selector,
         devices,
-    })
+    };
+    (allocation, why)
 }
 
 /// A `NodeSelector`'s terms.

@@ -1240,9 +1240,12 @@ spec:
       exactly: {deviceClassName: gpu.nvidia.com, allocationMode: Most}
 ",
     );
+    // A claim is no longer skipped (this expected "skipped ResourceClaim ml/c: …" until a
+    // review found that skipping an allocated one shows its devices free): it is kept, its
+    // requests unread, and its pods wait (`cycle/dra_tests.rs: a_claim_that_cannot_be_read_…`).
     assert_eq!(
         note,
-        "skipped ResourceClaim ml/c: spec.devices.requests[0].exactly.allocationMode: `Most` is not ExactCount or All"
+        "ResourceClaim ml/c: spec.devices.requests[0].exactly.allocationMode: `Most` is not ExactCount or All; kept for the devices its allocation holds, and its pods wait until it is fixed"
     );
     let note = skipped(
         "apiVersion: resource.k8s.io/v1
