@@ -382,12 +382,13 @@ impl<'a> Lines<'a> {
         if offset < self.offset || offset > self.text.len() {
             return None;
         }
-        let between = self.text.get(self.offset..offset)?;
-        for (i, b) in between.bytes().enumerate() {
-            if b == b'\n' {
-                self.line += 1;
-                self.line_start = self.offset + i + 1;
-            }
+        // Counted in bulk (this pass runs on the splitter, ahead of the readers): the count
+        // vectorises, and only the last line's start is looked for.
+        let between = self.text.as_bytes().get(self.offset..offset)?;
+        let newlines = between.iter().filter(|&&b| b == b'\n').count();
+        if newlines > 0 {
+            self.line += newlines;
+            self.line_start = self.offset + between.iter().rposition(|&b| b == b'\n')? + 1;
         }
         self.offset = offset;
         let column = self.text.get(self.line_start..offset)?.chars().count() + 1;
