@@ -422,17 +422,18 @@ fn parse_whole(file: &str, text: &str, options: &Options) -> Result<ClusterFile,
         kai_policy_compiler::yaml::locate_all(text, yaml_options(text.len())).unwrap_or_default();
     let mut raw = Vec::new();
     for (d, document) in documents.into_iter().enumerate() {
-        let at = At {
-            label: format!("document {}", d + 1),
-            line_column: located.get(d).map(|l| (l.place.line, l.place.column)),
-        };
+        let at = at_place(format!("document {}", d + 1), located.get(d));
         flatten(document, at, located.get(d), &mut raw);
     }
-    let prepared = raw
-        .into_iter()
-        .map(|(at, v)| prepare(at, v, options))
-        .collect();
-    Ok(assemble(prepared, options))
+    Ok(read_placed(raw, options))
+}
+
+/// Where a node the whole-file reader located is: `label`, at its line and column.
+fn at_place(label: String, located: Option<&Located>) -> At {
+    At {
+        label,
+        line_column: located.map(|l| (l.place.line, l.place.column)),
+    }
 }
 
 /// One object of the file, read as far as it can be without the others.
@@ -663,11 +664,20 @@ pub fn read_objects(
     raw: Vec<(String, Value)>,
     options: &Options,
 ) -> Result<ClusterFile, IngestError> {
+    let raw = raw
+        .into_iter()
+        .map(|(label, v)| (At::counted(label), v))
+        .collect();
+    Ok(read_placed(raw, options))
+}
+
+/// Reads objects, each with where it is, into a snapshot.
+fn read_placed(raw: Vec<(At, Value)>, options: &Options) -> ClusterFile {
     let prepared = raw
         .into_iter()
-        .map(|(label, v)| prepare(At::counted(label), v, options))
+        .map(|(at, v)| prepare(at, v, options))
         .collect();
-    Ok(assemble(prepared, options))
+    assemble(prepared, options)
 }
 
 /// The objects, read alone, into a snapshot: names checked once, owners linked, the clock set.
@@ -1284,10 +1294,7 @@ fn flatten(value: Value, at: At, located: Option<&Located>, out: &mut Vec<(At, V
             if let Some(Value::Array(items)) = map.remove("items") {
                 for (i, item) in items.into_iter().enumerate() {
                     let place = places.get(i);
-                    let item_at = At {
-                        label: format!("{}, item {}", at.label, i + 1),
-                        line_column: place.map(|l| (l.place.line, l.place.column)),
-                    };
+                    let item_at = at_place(format!("{}, item {}", at.label, i + 1), place);
                     flatten(item, item_at, place, out);
                 }
             }
