@@ -134,7 +134,7 @@ impl Context<'_> {
     /// Returns the jobs it could not help.
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         // Jobs that could be victims at all: preemptible, running (re-checked as victims go).
-        let pool = self.victim_pool();
+        let mut pool = self.victim_pool();
         let mut known = KnownHeads::default();
         let mut failed = super::evict::FailedJobs::default();
         self.in_queue_order(unplaced, |cx, mut u| {
@@ -156,6 +156,7 @@ impl Context<'_> {
             let (done, protected_left_out) =
                 cx.try_reclaim(u.job, leaf, &request, &pool, true, &mut known);
             if done {
+                cx.join_pool(&mut pool, u.job);
                 return None;
             }
             failed.record(cx, u.job, leaf);
@@ -350,26 +351,53 @@ impl Context<'_> {
     /// The jobs reclaim may take from, by leaf queue, each queue's in KAI's reversed job order.
     fn victim_pool(&self) -> Pool {
         let mut pool = Pool::new();
-        let any_min_runtime = self
-            .policy
-            .queues
-            .iter()
-            .any(|q| q.min_runtime.reclaim.is_some_and(|d| d.0 > 0));
         for v in (0..self.jobs.len()).filter(|&v| self.jobs[v].preemptible && self.is_running(v)) {
             let Ok(q) = self.jobs[v].queue else { continue };
             let leaf = pool.entry(q).or_default();
             leaf.jobs.push(v);
-            if self.is_elastic(v) {
-                leaf.elastic = true;
-            } else if any_min_runtime && let Some(start) = self.started(v) {
-                leaf.latest_gang_start = leaf.latest_gang_start.max(Some(start));
-            }
+            self.note_in_leaf(leaf, v);
         }
         for leaf in pool.values_mut() {
             leaf.jobs
                 .sort_by_cached_key(|&v| Reverse(self.job_order(v)));
         }
         pool
+    }
+
+    /// Marks what `v` brings to its leaf: shrinking pod by pod, or a gang start a min-runtime
+    /// counts from.
+    fn note_in_leaf(&self, leaf: &mut PoolLeaf, v: usize) {
+        let any_min_runtime = self
+            .policy
+            .queues
+            .iter()
+            .any(|q| q.min_runtime.reclaim.is_some_and(|d| d.0 > 0));
+        if self.is_elastic(v) {
+            leaf.elastic = true;
+        } else if any_min_runtime && let Some(start) = self.started(v) {
+            leaf.latest_gang_start = leaf.latest_gang_start.max(Some(start));
+        }
+    }
+
+    /// Adds a job reclaim has just placed to the victims of the attempts that follow: KAI
+    /// gathers each attempt's victims afresh (`reclaim.go: getOrderedVictimsQueue`, over
+    /// every job with a pod `Pipelined` or bound, `input_jobs.go: FilterNonActiveAllocated`),
+    /// so what one attempt placed may be taken by the next.
+    fn join_pool(&self, pool: &mut Pool, job: usize) {
+        let Ok(q) = self.jobs[job].queue else { return };
+        if !self.jobs[job].preemptible || !self.is_running(job) {
+            return;
+        }
+        let leaf = pool.entry(q).or_default();
+        if leaf.jobs.contains(&job) {
+            return;
+        }
+        self.note_in_leaf(leaf, job);
+        let key = Reverse(self.job_order(job));
+        let at = leaf
+            .jobs
+            .partition_point(|&v| Reverse(self.job_order(v)) < key);
+        leaf.jobs.insert(at, job);
     }
 
     /// A leaf's next victim unit: for a queue of gangs, the first job in the order reclaim began

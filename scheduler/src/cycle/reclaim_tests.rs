@@ -270,7 +270,7 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
         priority-class "prod" value=1000 preemptible=#false
         queue "a" { gpu quota=0; namespaces "a" }
         queue "b" priority=200 { gpu quota=2; namespaces "b" }
-        queue "c" { gpu quota=2; namespaces "c" }
+        queue "c" priority=1 { gpu quota=2; namespaces "c" }
         "#,
     );
     let b1 = Pod {
@@ -349,7 +349,8 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
 fn a_victim_that_may_only_move_stays_when_it_fits_nowhere_else() {
     let p = policy(
         r#"
-        queue "a" { gpu quota=2; namespaces "a" }
+        priority-class "prod" value=1000 preemptible=#false
+        queue "a" priority=2 { gpu quota=2; namespaces "a" }
         queue "b" { gpu quota=3; namespaces "b" }
         queue "r" { gpu quota=3; namespaces "r" }
         "#,
@@ -632,6 +633,13 @@ fn the_reclaimers_queue_competes_with_each_waiting_job_in_turn() {
 /// passed over; then A with v (4 of an allocatable 2, share 2) against R with r1 (2 of 2,
 /// share 1): R goes first and r1 takes v's room, so v is evicted. Judging R against p_a alone
 /// would have put v straight back and evicted nothing.
+///
+/// Then p_a's own attempt (A holds 1 with v gone: 1 + 1 within its fair share) has r1 among
+/// its candidates, as KAI gathers each attempt's victims afresh (R holds 2, above its quota of
+/// 1, while A is within its own with p_a). r1 goes back before p_a, onto the room it holds, and
+/// p_a fits on the GPU v's release leaves: it is nominated too, with no victim. (This test used
+/// to expect r1 alone: the victims were gathered once for the action, so p_a's attempt had no
+/// candidate and never ran, where KAI's solver runs and places it.)
 #[test]
 fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
     let p = policy(
@@ -657,7 +665,13 @@ fn the_victims_queue_competes_with_each_waiting_job_in_turn() {
     let r = cycle(&p, &s, 3600);
     assert_eq!(gpu_fair_shares(&r), vec![2000, 2000]);
     assert_eq!(victims(&r), vec!["a/v"], "{:#?}", r.decisions);
-    assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n".to_string())]);
+    assert_eq!(
+        nominated(&r),
+        vec![
+            ("r/r1".to_string(), "n".to_string()),
+            ("a/p_a".to_string(), "n".to_string())
+        ]
+    );
 }
 
 /// A pod pipelined onto a node takes its releasing room first and leaves its idle room as it
@@ -1435,4 +1449,70 @@ fn a_job_allocate_started_this_cycle_is_inside_its_min_runtime() {
             remaining: 3600,
         }
     );
+}
+
+/// KAI gathers each reclaim attempt's victims afresh (`reclaim.go: getOrderedVictimsQueue`,
+/// every job with a pod `Pipelined` or bound), so a job one attempt placed may be moved, or
+/// taken, by the next attempt of the same action.
+///
+/// Two 4-GPU nodes; quotas a 2 (priority 2), b 4, c 2 (priority 1) add up to the cluster, so
+/// the fair shares are the quotas: 2, 4 and 2. n1 runs a0, c1 and c2 (not preemptible) and c3;
+/// n2 runs c4 to c7. a1 (1 GPU) and b1 (4 GPUs) wait. Both are within quota with their job, so
+/// a goes first by priority: a1 takes c7 (c holds 7 > 2) and is nominated onto n2. For b1, c
+/// gives c6, c5, c4 and c3 (it holds 6, 5, 4, 3 before each, above its 2); that leaves n2 with
+/// a1 and 3 free GPUs. a holds 2, its quota: over in no resource and under in none, so its jobs
+/// are candidates, but may only be moved. a1 (newest) moves back before b1 (a comes first) onto
+/// n1, the fuller node, into c3's room, and b1 fits on n2. With a1 missing from b1's victims,
+/// as when the victims were gathered once for the whole action, b1 would wait.
+#[test]
+fn a_job_one_reclaim_attempt_placed_may_be_moved_by_the_next() {
+    let p = policy(
+        r#"
+        priority-class "prod" value=1000 preemptible=#false
+        queue "a" priority=2 { gpu quota=2; namespaces "a" }
+        queue "b" priority=1 { gpu quota=4; namespaces "b" }
+        queue "c" priority=1 { gpu quota=2; namespaces "c" }
+        "#,
+    );
+    let at = |p: Pod, n: &str, t: Time| running(created(p, t), n, t);
+    let prod = |p: Pod| Pod {
+        priority_class: Some("prod".into()),
+        ..p
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4), node("n2", 4)],
+        pods: vec![
+            at(pod("a", "a0", 1), "n1", 0),
+            at(prod(pod("c", "c1", 1)), "n1", 1),
+            at(prod(pod("c", "c2", 1)), "n1", 2),
+            at(pod("c", "c3", 1), "n1", 3),
+            at(pod("c", "c4", 1), "n2", 4),
+            at(pod("c", "c5", 1), "n2", 5),
+            at(pod("c", "c6", 1), "n2", 6),
+            at(pod("c", "c7", 1), "n2", 7),
+            created(pod("a", "a1", 1), 100),
+            created(pod("b", "b1", 4), 101),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![2000, 4000, 2000]);
+    assert_eq!(
+        reclaimed(&r),
+        vec!["c/c7", "c/c6", "c/c5", "c/c4", "c/c3"],
+        "{:#?}",
+        r.decisions
+    );
+    assert_eq!(
+        nominated(&r),
+        vec![
+            ("a/a1".to_string(), "n1".to_string()),
+            ("b/b1".to_string(), "n2".to_string())
+        ]
+    );
+    assert_eq!(binds(&r), Vec::<(String, String)>::new());
 }
