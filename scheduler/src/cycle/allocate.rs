@@ -363,6 +363,8 @@ impl Context<'_> {
             waiting.push(j);
         }
         let mut placed_in = vec![0usize; self.policy.queues.len()];
+        // The pods allocate has placed so far for each queue's jobs.
+        let mut placed_pods: Vec<Vec<usize>> = vec![Vec::new(); self.policy.queues.len()];
         let mut unplaced = Vec::new();
         let mut order = self.order_of(waiting.into_iter());
         while let Some(j) = self.pop_next(&mut order) {
@@ -370,6 +372,7 @@ impl Context<'_> {
                 continue;
             };
             let started = self.active_count(j) > 0;
+            let waiting = self.pending(j);
             let outcome = if self.place {
                 self.try_job(j, leaf)
             } else {
@@ -385,6 +388,9 @@ impl Context<'_> {
                 self.requeue(&mut order, j, leaf);
             }
             self.rerank(&mut order, &[leaf]);
+            if outcome.is_ok() {
+                placed_pods[leaf].extend(waiting.into_iter().filter(|&p| self.slots[p].is_some()));
+            }
             match outcome {
                 Ok(()) if !started => placed_in[leaf] += 1,
                 Ok(()) => {}
@@ -403,10 +409,22 @@ impl Context<'_> {
                             .any(|&p| self.runs(p) && self.snapshot.pods[p].node.is_some());
                     let reason = match (placed_in[leaf] - usize::from(started_now), reason) {
                         (0, reason) => reason,
-                        (jobs, Reason::NoNodeFits { .. }) => Reason::WaitingBehind {
-                            jobs,
-                            queue: self.policy.queues[leaf].name.clone(),
-                        },
+                        (jobs, reason @ Reason::NoNodeFits { .. }) => {
+                            let mine = &self.jobs[j].pods;
+                            let before: Vec<usize> = placed_pods[leaf]
+                                .iter()
+                                .copied()
+                                .filter(|p| !mine.contains(p))
+                                .collect();
+                            if self.fits_without(j, leaf, &before) {
+                                Reason::WaitingBehind {
+                                    jobs,
+                                    queue: self.policy.queues[leaf].name.clone(),
+                                }
+                            } else {
+                                reason
+                            }
+                        }
                         (_, reason) => reason,
                     };
                     unplaced.push(Unplaced { job: j, reason });
@@ -415,6 +433,56 @@ impl Context<'_> {
             }
         }
         unplaced
+    }
+
+    /// Whether `job` would fit had the pods in `placed` not been placed: only then did the jobs
+    /// that went before it in its queue take what it needed. Nothing changes: the pods are put
+    /// back where they were.
+    fn fits_without(&mut self, job: usize, leaf: usize, placed: &[usize]) -> bool {
+        let core = self.gang_core(job);
+        // Devices and NUMA zones are chosen afresh as pods are placed again, so a pod put back
+        // might not get the ones it had: where any pod here has claims or NUMA constraints,
+        // those choices are saved and restored whole.
+        let concerned = placed.iter().chain(&core).any(|&p| {
+            let c = &self.snapshot.pods[p].constraints;
+            !c.claims.is_empty() || c.numa.is_some()
+        });
+        let saved = concerned.then(|| (self.state.dra.clone(), self.state.numa.clone()));
+        let mut freed: Vec<(usize, Slot)> = Vec::with_capacity(placed.len());
+        for &p in placed {
+            if let Some(slot) = self.take_slot(p) {
+                let pod = &self.snapshot.pods[p];
+                if self.unpipelined[p] {
+                    self.state.release_unpipelined(&slot, pod);
+                } else {
+                    self.state.release(&slot, pod);
+                }
+                freed.push((p, slot));
+            }
+        }
+        let request = request_of(self.snapshot, &core);
+        let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
+        let fits = match place_gang(self.state, self.snapshot, &core, &plan) {
+            Ok(slots) => {
+                self.give_back(&slots);
+                true
+            }
+            Err(_) => false,
+        };
+        for (p, slot) in freed.into_iter().rev() {
+            let pod = &self.snapshot.pods[p];
+            if self.unpipelined[p] {
+                self.state.take_unpipelined(&slot, pod);
+            } else {
+                self.state.take(&slot, pod);
+            }
+            self.put_slot(p, slot);
+        }
+        if let Some((dra, numa)) = saved {
+            self.state.dra = dra;
+            self.state.numa = numa;
+        }
+        fits
     }
 
     /// KAI's job order inside a leaf queue (the priority and elastic plugins' `JobOrderFn`, then

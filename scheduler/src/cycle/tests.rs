@@ -1698,6 +1698,61 @@ queue "a" { gpu quota=4; namespaces "a" }
 queue "b" { gpu quota=4; namespaces "b" }
 "#;
 
+/// "Waiting behind" is said only where the queue's jobs placed first took what the job needed:
+/// n1 (8 GPUs) runs a's 4, n2 (8) runs a's 8. b1 (1 GPU) goes first and takes a GPU of n1;
+/// b2 (8) would not fit on n1's 4 free GPUs even without b1, so what keeps it is the room of
+/// the nodes, and it says so. b3 (4), also after b1, would have fit on n1 but for b1: it waits
+/// behind 1 job.
+#[test]
+fn waiting_behind_is_said_only_when_the_jobs_before_took_what_was_needed() {
+    let p = policy(TWO_TEAMS);
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 8), node("n2", 8)],
+        pods: vec![
+            running(pod("a", "a1", 4), "n1", 0),
+            running(pod("a", "a2", 8), "n2", 0),
+            Pod {
+                created: 1,
+                ..pod("b", "b1", 1)
+            },
+            Pod {
+                created: 2,
+                ..pod("b", "b2", 8)
+            },
+            Pod {
+                created: 3,
+                ..pod("b", "b3", 4)
+            },
+        ],
+        groups: vec![],
+    };
+    let r = run_actions(
+        &Cycle {
+            snapshot: &s,
+            policy: &p,
+            now: 3600,
+            usage: None,
+        },
+        Actions::parse("allocate").unwrap(),
+    );
+    assert_eq!(binds(&r), vec![("b/b1".into(), "n1".into())]);
+    assert_eq!(
+        pending_reason(&r, "b/b2").to_string(),
+        "0/2 nodes fit: 2 lack 8 GPU (most free: 3)"
+    );
+    assert_eq!(
+        pending_reason(&r, "b/b3"),
+        &Reason::WaitingBehind {
+            jobs: 1,
+            queue: "b".into()
+        }
+    );
+}
+
 #[test]
 fn a_cycle_runs_only_the_actions_it_is_given() {
     let p = policy(TWO_TEAMS);
