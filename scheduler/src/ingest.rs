@@ -115,14 +115,6 @@ pub struct Note {
 }
 
 impl Note {
-    /// A note about several objects, or one whose place is not known.
-    fn placeless(text: String) -> Self {
-        Note {
-            line_column: None,
-            text,
-        }
-    }
-
     /// The note as a line about `file`: `file:line:column: text`, or `file: text`.
     pub fn in_file(&self, file: &str) -> String {
         match self.line_column {
@@ -812,6 +804,8 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
         ..Snapshot::default()
     };
     let mut pod_owners = Vec::new();
+    // Where each pod of `snapshot.pods` starts in the file, for the notes made about it later.
+    let mut pod_at: Vec<Option<(usize, usize)>> = Vec::new();
     let mut succeeded: Vec<(String, Option<String>, Option<owners::OwnerRef>, String)> = Vec::new();
     for (at, namespace, name, object) in objects {
         let note = |text: String| Note {
@@ -837,6 +831,7 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
                     Ok(PodRead::Pod(mut p)) => {
                         times.apply(&mut p, &clock);
                         snapshot.pods.push(*p);
+                        pod_at.push(at.line_column);
                         pod_owners.push(owner);
                     }
                     Ok(PodRead::Succeeded(annotation)) => {
@@ -857,17 +852,15 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             }
         }
     }
-    // Notes about several objects, or found after their places are gone.
-    let mut later = Vec::new();
     let owner_groups = group_by_owner(
         &mut snapshot,
         pod_owners,
+        &mut pod_at,
         &mut owners,
         &succeeded,
         options,
-        &mut later,
+        &mut notes,
     );
-    notes.extend(later.drain(..).map(Note::placeless));
     let unused: HashSet<&(String, String, String)> = owners.unused().collect();
     notes.extend(
         other_kinds
@@ -875,18 +868,24 @@ fn assemble(prepared: Vec<Prepared>, options: &Options) -> ClusterFile {
             .filter(|(key, _)| unused.contains(key))
             .map(|(_, note)| note.clone()),
     );
-    size_gpu_memory(&mut snapshot, &mut later);
+    size_gpu_memory(&mut snapshot, &pod_at, &mut notes);
     crate::dra::count_gpus(&mut snapshot);
     let nodes: HashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
-    for p in snapshot.pods.iter().filter(|p| !p.foreign) {
-        if let Some(node) = p.node.as_deref().filter(|n| !nodes.contains(n)) {
-            later.push(format!(
-                "Pod {}: runs on node {node}, which is not in the file: what it holds stays charged to its queue, and it is not placed again",
-                p.key()
-            ));
+    for (p, &line_column) in snapshot.pods.iter().zip(&pod_at) {
+        if let Some(node) = p
+            .node
+            .as_deref()
+            .filter(|n| !nodes.contains(n) && !p.foreign)
+        {
+            notes.push(Note {
+                line_column,
+                text: format!(
+                    "Pod {}: runs on node {node}, which is not in the file: what it holds stays charged to its queue, and it is not placed again",
+                    p.key()
+                ),
+            });
         }
     }
-    notes.extend(later.into_iter().map(Note::placeless));
     ClusterFile {
         snapshot,
         notes,
@@ -1134,14 +1133,16 @@ fn sub_groups(
 }
 
 /// Puts every pod without a `pod-group-name` annotation into its top owner's group, creating
-/// the groups KAI's pod-grouper would create; counts succeeded pods for their groups.
+/// the groups KAI's pod-grouper would create; counts succeeded pods for their groups. A pod
+/// left out leaves `pod_at` too; a note about a group is at the first of its pods to meet it.
 fn group_by_owner(
     snapshot: &mut Snapshot,
     pod_owners: Vec<Option<owners::OwnerRef>>,
+    pod_at: &mut Vec<Option<(usize, usize)>>,
     owners: &mut owners::Owners,
     succeeded: &[(String, Option<String>, Option<owners::OwnerRef>, String)],
     options: &Options,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Vec<(PodGroup, Option<String>)> {
     let mut index: HashMap<(String, String), usize> = snapshot
         .groups
@@ -1171,10 +1172,13 @@ fn group_by_owner(
         if let Some(missing) = &g.missing_owner
             && pod.node.is_none()
         {
-            notes.push(format!(
-                "skipped Pod {}: its owner {missing} is not read yet, so its group is not known; it waits until the owner is read",
-                pod.key()
-            ));
+            notes.push(Note {
+                line_column: pod_at[p],
+                text: format!(
+                    "skipped Pod {}: its owner {missing} is not read yet, so its group is not known; it waits until the owner is read",
+                    pod.key()
+                ),
+            });
             waiting.insert(p);
             continue;
         }
@@ -1199,10 +1203,13 @@ fn group_by_owner(
         if g.count_pods {
             *counted.entry(at).or_default() += 1;
         }
-        if let Some(note) = g.note
+        if let Some(text) = g.note
             && noted.insert(key)
         {
-            notes.push(note);
+            notes.push(Note {
+                line_column: pod_at[p],
+                text,
+            });
         }
     }
     for (at, pods) in counted {
@@ -1211,6 +1218,11 @@ fn group_by_owner(
     if !waiting.is_empty() {
         let mut p = 0;
         snapshot.pods.retain(|_| {
+            p += 1;
+            !waiting.contains(&(p - 1))
+        });
+        let mut p = 0;
+        pod_at.retain(|_| {
             p += 1;
             !waiting.contains(&(p - 1))
         });
@@ -1236,7 +1248,11 @@ fn group_by_owner(
 /// label, MiB), rounded up to a thousandth. A bound pod uses its node's devices; a pending one
 /// the smallest devices that still hold it (the largest share it could take, so a queue's
 /// limit is never broken by where it lands). Without any labelled node, one whole device.
-fn size_gpu_memory(snapshot: &mut Snapshot, notes: &mut Vec<String>) {
+fn size_gpu_memory(
+    snapshot: &mut Snapshot,
+    pod_at: &[Option<(usize, usize)>],
+    notes: &mut Vec<Note>,
+) {
     let device_mib = |labels: &BTreeMap<String, String>| {
         labels
             .get(crate::cycle::GPU_MEMORY_LABEL)
@@ -1248,7 +1264,7 @@ fn size_gpu_memory(snapshot: &mut Snapshot, notes: &mut Vec<String>) {
         .iter()
         .filter_map(|n| Some((n.name.as_str(), device_mib(&n.labels)?)))
         .collect();
-    for pod in &mut snapshot.pods {
+    for (pod, &line_column) in snapshot.pods.iter_mut().zip(pod_at) {
         let Some(mib) = pod.gpu_memory else { continue };
         let device = match pod.node.as_deref() {
             Some(node) => by_node.get(node).copied(),
@@ -1257,11 +1273,14 @@ fn size_gpu_memory(snapshot: &mut Snapshot, notes: &mut Vec<String>) {
         let per_device = match device {
             Some(d) => ((mib * 1000 + d - 1) / d).clamp(1, 1000),
             None => {
-                notes.push(format!(
-                    "Pod {}: no node labels its GPU memory ({}), so its gpu-memory of {mib} MiB counts as a whole device",
-                    pod.key(),
-                    crate::cycle::GPU_MEMORY_LABEL
-                ));
+                notes.push(Note {
+                    line_column,
+                    text: format!(
+                        "Pod {}: no node labels its GPU memory ({}), so its gpu-memory of {mib} MiB counts as a whole device",
+                        pod.key(),
+                        crate::cycle::GPU_MEMORY_LABEL
+                    ),
+                });
                 1000
             }
         };

@@ -936,13 +936,19 @@ metadata:
     };
 
     // The Job is missing: the pending pod waits and says why; the bound one still holds its GPU.
+    // Each note is at its pod's place (p0 from line 2, p1 from line 13, after p0's 11 lines),
+    // p1's after p0 has left the pods.
     let file = read(&pods, &complete);
     assert_eq!(pods_of(&file), ["p1"]);
-    assert!(
-        file.notes.iter().any(|n| n.text
-            == "skipped Pod a/p0: its owner Job a/train-workers-0 is not read yet, so its group is not known; it waits until the owner is read"),
-        "{:?}",
+    assert_eq!(
         file.notes
+            .iter()
+            .map(|n| n.in_file("f"))
+            .collect::<Vec<_>>(),
+        [
+            "f:2:1: skipped Pod a/p0: its owner Job a/train-workers-0 is not read yet, so its group is not known; it waits until the owner is read",
+            "f:13:1: Pod a/p1: runs on node n1, which is not in the file: what it holds stays charged to its queue, and it is not placed again",
+        ],
     );
     // The Job is there but its JobSet is not: still waiting.
     let file = read(&format!("{job}{pods}"), &complete);
