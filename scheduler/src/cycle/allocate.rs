@@ -449,7 +449,15 @@ impl Context<'_> {
         });
         let saved = concerned.then(|| (self.state.dra.clone(), self.state.numa.clone()));
         let mut freed: Vec<(usize, Slot)> = Vec::with_capacity(placed.len());
-        for &p in placed {
+        // A pod whose claim was allocated before the cycle is left in place: taken off, it would
+        // seem to free devices its claim keeps whether or not the pod runs.
+        let dra = self.state.dra.as_ref();
+        let placed: Vec<usize> = placed
+            .iter()
+            .copied()
+            .filter(|&p| !dra.is_some_and(|d| d.allocated_before(&self.snapshot.pods[p])))
+            .collect();
+        for p in placed {
             if let Some(slot) = self.take_slot(p) {
                 let pod = &self.snapshot.pods[p];
                 if self.unpipelined[p] {

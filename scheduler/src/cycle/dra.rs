@@ -271,6 +271,14 @@ impl<'s> DraState<'s> {
             .insert((pod.namespace.clone(), pod.name.clone()), why);
     }
 
+    /// Whether a claim of the pod was allocated before the cycle: its devices stay held
+    /// whether or not the pod is placed.
+    pub fn allocated_before(&self, pod: &Pod) -> bool {
+        self.claims_of(pod)
+            .filter_map(Result::ok)
+            .any(|c| self.claims[c].pinned.is_some())
+    }
+
     fn claims_of<'a>(&'a self, pod: &'a Pod) -> impl Iterator<Item = Result<usize, String>> + 'a {
         pod.constraints.claims.iter().map(move |pc| {
             let Some(name) = pc.claim.as_deref() else {

@@ -427,9 +427,14 @@ spec:
             "1",
         );
         let r = run(&[slice.clone(), odd.clone(), pod("p2", "2")]);
-        // p2 waits (behind odd, which its queue placed first and which took no new device).
+        // p2 waits, for want of devices: odd, placed first in its queue, took no new one, so
+        // p2 is not said to wait behind it.
         assert!(devices(&r, "p2-gpu").is_empty(), "{:#?}", r.decisions);
-        pending_reason(&r, "b/p2");
+        let reason = pending_reason(&r, "b/p2").to_string();
+        assert!(
+            reason.contains("1 lacks free devices for ResourceClaim b/p2-gpu"),
+            "{reason}"
+        );
         // Its own pod runs on the devices the claim was given.
         assert_eq!(devices(&r, "odd-gpu"), ["gpu-0"]);
         let r = run(&[slice.clone(), odd.clone(), pod("p1", "1")]);
