@@ -239,6 +239,30 @@ impl Context<'_> {
         slot
     }
 
+    /// Takes a pod off its node and frees its room as it holds it (a pod allocate bound in
+    /// this cycle is not counted as pipelined there); returns its slot.
+    pub(crate) fn take_off(&mut self, pod: usize) -> Option<Slot> {
+        let slot = self.take_slot(pod)?;
+        let p = &self.snapshot.pods[pod];
+        if self.unpipelined[pod] {
+            self.state.release_unpipelined(&slot, p);
+        } else {
+            self.state.release(&slot, p);
+        }
+        Some(slot)
+    }
+
+    /// Puts a pod [`Self::take_off`] took back on its slot, holding its room as before.
+    pub(crate) fn put_back(&mut self, pod: usize, slot: Slot) {
+        let p = &self.snapshot.pods[pod];
+        if self.unpipelined[pod] {
+            self.state.take_unpipelined(&slot, p);
+        } else {
+            self.state.take(&slot, p);
+        }
+        self.put_slot(pod, slot);
+    }
+
     /// Checks, in debug builds, that each node's releasing room is what the pods bound there
     /// before the cycle and away from it now leave.
     pub(crate) fn check_releasing(&self) {
@@ -458,13 +482,7 @@ impl Context<'_> {
             .filter(|&p| !dra.is_some_and(|d| d.allocated_before(&self.snapshot.pods[p])))
             .collect();
         for p in placed {
-            if let Some(slot) = self.take_slot(p) {
-                let pod = &self.snapshot.pods[p];
-                if self.unpipelined[p] {
-                    self.state.release_unpipelined(&slot, pod);
-                } else {
-                    self.state.release(&slot, pod);
-                }
+            if let Some(slot) = self.take_off(p) {
                 freed.push((p, slot));
             }
         }
@@ -478,13 +496,7 @@ impl Context<'_> {
             Err(_) => false,
         };
         for (p, slot) in freed.into_iter().rev() {
-            let pod = &self.snapshot.pods[p];
-            if self.unpipelined[p] {
-                self.state.take_unpipelined(&slot, pod);
-            } else {
-                self.state.take(&slot, pod);
-            }
-            self.put_slot(p, slot);
+            self.put_back(p, slot);
         }
         if let Some((dra, numa)) = saved {
             self.state.dra = dra;

@@ -1208,13 +1208,7 @@ impl Context<'_> {
     fn release(&mut self, victim: &Victim) -> Vec<(usize, Slot)> {
         let mut freed = Vec::new();
         for &p in &victim.pods {
-            if let Some(slot) = self.take_slot(p) {
-                let pod = &self.snapshot.pods[p];
-                if self.unpipelined[p] {
-                    self.state.release_unpipelined(&slot, pod);
-                } else {
-                    self.state.release(&slot, pod);
-                }
+            if let Some(slot) = self.take_off(p) {
                 freed.push((p, slot));
             }
         }
@@ -1232,13 +1226,7 @@ impl Context<'_> {
     /// Puts a released victim back where it was.
     fn restore(&mut self, victim: &Victim, freed: &[(usize, Slot)]) {
         for (p, slot) in freed {
-            let pod = &self.snapshot.pods[*p];
-            if self.unpipelined[*p] {
-                self.state.take_unpipelined(slot, pod);
-            } else {
-                self.state.take(slot, pod);
-            }
-            self.put_slot(*p, slot.clone());
+            self.put_back(*p, slot.clone());
         }
         self.account(victim, 1);
     }

@@ -351,11 +351,12 @@ impl Context<'_> {
     /// The jobs reclaim may take from, by leaf queue, each queue's in KAI's reversed job order.
     fn victim_pool(&self) -> Pool {
         let mut pool = Pool::new();
+        let min_runtime = self.any_reclaim_min_runtime();
         for v in (0..self.jobs.len()).filter(|&v| self.jobs[v].preemptible && self.is_running(v)) {
             let Ok(q) = self.jobs[v].queue else { continue };
             let leaf = pool.entry(q).or_default();
             leaf.jobs.push(v);
-            self.note_in_leaf(leaf, v);
+            self.note_in_leaf(leaf, v, min_runtime);
         }
         for leaf in pool.values_mut() {
             leaf.jobs
@@ -364,17 +365,20 @@ impl Context<'_> {
         pool
     }
 
-    /// Marks what `v` brings to its leaf: shrinking pod by pod, or a gang start a min-runtime
-    /// counts from.
-    fn note_in_leaf(&self, leaf: &mut PoolLeaf, v: usize) {
-        let any_min_runtime = self
-            .policy
+    /// Whether some queue has a reclaim min-runtime.
+    fn any_reclaim_min_runtime(&self) -> bool {
+        self.policy
             .queues
             .iter()
-            .any(|q| q.min_runtime.reclaim.is_some_and(|d| d.0 > 0));
+            .any(|q| q.min_runtime.reclaim.is_some_and(|d| d.0 > 0))
+    }
+
+    /// Marks what `v` brings to its leaf: shrinking pod by pod, or, where some queue has a
+    /// reclaim min-runtime (`min_runtime`), a gang start such a min-runtime counts from.
+    fn note_in_leaf(&self, leaf: &mut PoolLeaf, v: usize, min_runtime: bool) {
         if self.is_elastic(v) {
             leaf.elastic = true;
-        } else if any_min_runtime && let Some(start) = self.started(v) {
+        } else if min_runtime && let Some(start) = self.started(v) {
             leaf.latest_gang_start = leaf.latest_gang_start.max(Some(start));
         }
     }
@@ -392,7 +396,7 @@ impl Context<'_> {
         if leaf.jobs.contains(&job) {
             return;
         }
-        self.note_in_leaf(leaf, job);
+        self.note_in_leaf(leaf, job, self.any_reclaim_min_runtime());
         let key = Reverse(self.job_order(job));
         let at = leaf
             .jobs
