@@ -472,7 +472,6 @@ impl Context<'_> {
             !c.claims.is_empty() || c.numa.is_some()
         });
         let saved = concerned.then(|| (self.state.dra.clone(), self.state.numa.clone()));
-        let mut freed: Vec<(usize, Slot)> = Vec::with_capacity(placed.len());
         // A pod whose claim was allocated before the cycle is left in place: taken off, it would
         // seem to free devices its claim keeps whether or not the pod runs.
         let dra = self.state.dra.as_ref();
@@ -481,6 +480,7 @@ impl Context<'_> {
             .copied()
             .filter(|&p| !dra.is_some_and(|d| d.allocated_before(&self.snapshot.pods[p])))
             .collect();
+        let mut freed: Vec<(usize, Slot)> = Vec::with_capacity(placed.len());
         for p in placed {
             if let Some(slot) = self.take_off(p) {
                 freed.push((p, slot));
