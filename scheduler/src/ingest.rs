@@ -1216,16 +1216,8 @@ fn group_by_owner(
         snapshot.groups[at].min_member = pods;
     }
     if !waiting.is_empty() {
-        let mut p = 0;
-        snapshot.pods.retain(|_| {
-            p += 1;
-            !waiting.contains(&(p - 1))
-        });
-        let mut p = 0;
-        pod_at.retain(|_| {
-            p += 1;
-            !waiting.contains(&(p - 1))
-        });
+        drop_at(&mut snapshot.pods, &waiting);
+        drop_at(pod_at, &waiting);
     }
     for (namespace, annotation, owner, name) in succeeded {
         let group = match (annotation, owner) {
@@ -1242,6 +1234,15 @@ fn group_by_owner(
         }
     }
     owner_groups
+}
+
+/// Removes the items at the indexes in `gone`, keeping the others in order.
+fn drop_at<T>(items: &mut Vec<T>, gone: &HashSet<usize>) {
+    let mut at = 0;
+    items.retain(|_| {
+        at += 1;
+        !gone.contains(&(at - 1))
+    });
 }
 
 /// A `gpu-memory` pod's share of a device: its MiB over the device's (`nvidia.com/gpu.memory`

@@ -387,8 +387,8 @@ impl Context<'_> {
             waiting.push(j);
         }
         let mut placed_in = vec![0usize; self.policy.queues.len()];
-        // The pods allocate has placed so far for each queue's jobs.
-        let mut placed_pods: Vec<Vec<usize>> = vec![Vec::new(); self.policy.queues.len()];
+        // The jobs of each queue allocate has placed pods of so far.
+        let mut placed_jobs: Vec<Vec<usize>> = vec![Vec::new(); self.policy.queues.len()];
         let mut unplaced = Vec::new();
         let mut order = self.order_of(waiting.into_iter());
         while let Some(j) = self.pop_next(&mut order) {
@@ -396,7 +396,6 @@ impl Context<'_> {
                 continue;
             };
             let started = self.active_count(j) > 0;
-            let waiting = self.pending(j);
             let outcome = if self.place {
                 self.try_job(j, leaf)
             } else {
@@ -412,8 +411,8 @@ impl Context<'_> {
                 self.requeue(&mut order, j, leaf);
             }
             self.rerank(&mut order, &[leaf]);
-            if outcome.is_ok() {
-                placed_pods[leaf].extend(waiting.into_iter().filter(|&p| self.slots[p].is_some()));
+            if outcome.is_ok() && !placed_jobs[leaf].contains(&j) {
+                placed_jobs[leaf].push(j);
             }
             match outcome {
                 Ok(()) if !started => placed_in[leaf] += 1,
@@ -434,11 +433,11 @@ impl Context<'_> {
                     let reason = match (placed_in[leaf] - usize::from(started_now), reason) {
                         (0, reason) => reason,
                         (jobs, reason @ Reason::NoNodeFits { .. }) => {
-                            let mine = &self.jobs[j].pods;
-                            let before: Vec<usize> = placed_pods[leaf]
+                            let before: Vec<usize> = placed_jobs[leaf]
                                 .iter()
-                                .copied()
-                                .filter(|p| !mine.contains(p))
+                                .filter(|&&o| o != j)
+                                .flat_map(|&o| self.jobs[o].pods.iter().copied())
+                                .filter(|&p| self.placed_now(p))
                                 .collect();
                             if self.fits_without(j, leaf, &before) {
                                 Reason::WaitingBehind {
