@@ -49,9 +49,6 @@ pub(crate) struct Context<'a> {
     /// Per pod: whether it is one of `releasing`, whose room ranks nodes as free while it
     /// holds it ([`super::state::ClusterState::hold`]).
     pub is_releasing: Vec<bool>,
-    /// Per job: whether pods of it that were pending have been placed in this cycle (bound
-    /// or nominated; reclaim and preempt may take such placements back, consolidation not).
-    pub grown: Vec<bool>,
     /// Per job: how many of its pods have been nominated (pipelined) in this cycle; they hold
     /// their slots, so they are among its active pods, which KAI's pipelined pods are not.
     pub pipelined: Vec<usize>,
@@ -825,9 +822,6 @@ impl Context<'_> {
             1,
         );
         for (p, slot) in slots {
-            if self.snapshot.pods[p].node.is_none() {
-                self.grown[job] = true;
-            }
             if nominate {
                 self.state
                     .count_nominated(slot.node, &self.snapshot.pods[p]);

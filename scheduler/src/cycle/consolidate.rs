@@ -32,7 +32,8 @@ impl Context<'_> {
             return unplaced;
         }
         // The movable jobs, the lowest priority and newest first (KAI's reversed job order),
-        // worked out once for the pass. Each attempt takes its candidates from the head of
+        // worked out once for the pass and joined by each job an attempt places
+        // (`join_victims`). Each attempt takes its candidates from the head of
         // this list: KAI takes the first 17 its filter meets in a map's order, that is, any 17;
         // these are the ones its victims queue would hand out first within their queues.
         let mut victims: Vec<usize> = (0..self.jobs.len())
@@ -54,6 +55,7 @@ impl Context<'_> {
                 return Some(u);
             }
             if cx.try_consolidate(u.job, &victims) {
+                cx.join_victims(&mut victims, u.job);
                 return None;
             }
             failed.record(cx, u.job, leaf);
@@ -91,11 +93,13 @@ impl Context<'_> {
         }
         // Each victim unit is added to the moved set in turn until the gang fits and every
         // moved pod fits again elsewhere (KAI's job solver with `allPodsReallocated`). A job
-        // that grew or whose pods moved in this cycle is no victim now (`is_running` says no).
+        // whose pods moved in this cycle is no victim now (`is_running` says no); one placed in
+        // this cycle is, as KAI's candidates are the jobs with active allocated pods
+        // (`consolidation.go: buildPreemptibleFilterFunc`, `GetActiveAllocatedTasksCount`).
         let candidates: Vec<usize> = victims
             .iter()
             .copied()
-            .filter(|&v| v != job && !self.growing(v) && self.is_running(v))
+            .filter(|&v| v != job && self.is_running(v))
             .take(MAX_VICTIM_JOBS)
             .collect();
         let mut queue = VictimQueue::new(self, &candidates);
@@ -105,8 +109,7 @@ impl Context<'_> {
         let mut ahead: Vec<bool> = Vec::new();
         while let Some((v, pods)) = queue.pop(self) {
             for p in pods {
-                if let Some(slot) = self.take_slot(p) {
-                    self.state.release(&slot, &self.snapshot.pods[p]);
+                if let Some(slot) = self.take_off(p) {
                     self.state.allow(slot.node);
                     released.push((p, slot, v));
                 }
@@ -150,21 +153,28 @@ impl Context<'_> {
                 .zip(early_to)
                 .chain(late.into_iter().zip(late_to));
             for ((p, from, v), to) in moves {
-                if !same_place(&self.snapshot.pods[p], &from, &to) {
+                // Placed again as the eviction actions place: counted as pipelined.
+                self.unpipelined[p] = false;
+                if same_place(&self.snapshot.pods[p], &from, &to) {
+                    self.put_slot(p, to);
+                    self.rebind_unpipelined(p);
+                    continue;
+                }
+                if self.placed_now(p) {
+                    // Placed in this cycle: nothing runs there yet, so its placement moves.
+                    self.replace_placement(p, to.node);
+                } else {
                     let moved = self.move_decision(p, from.node, to.node, &for_job);
                     self.decisions.push(moved);
                     self.evicted.push(v);
-                    self.move_to(p, to);
-                } else {
-                    self.put_slot(p, to);
                 }
+                self.move_to(p, to);
             }
             self.commit(job, leaf, slots, true);
             return true;
         }
         for (p, slot, _) in released.into_iter().rev() {
-            self.state.take(&slot, &self.snapshot.pods[p]);
-            self.put_slot(p, slot);
+            self.put_back(p, slot);
         }
         false
     }
@@ -231,14 +241,27 @@ impl Context<'_> {
         to.into_iter().collect()
     }
 
-    /// Whether a running job's pods may be moved: it is preemptible and not growing. KAI's
-    /// min-runtime plugin does not guard consolidation (it registers reclaim and preempt
-    /// filters only), so neither do we.
+    /// Whether a running job's pods may be moved: it is preemptible. KAI's min-runtime plugin
+    /// does not guard consolidation (it registers reclaim and preempt filters only), so
+    /// neither do we.
     fn movable(&self, job: usize) -> bool {
         let Some(j) = self.jobs.get(job) else {
             return false;
         };
-        j.queue.is_ok() && j.preemptible && !self.growing(job)
+        j.queue.is_ok() && j.preemptible
+    }
+
+    /// Adds a job consolidation has just placed to the movable jobs of the attempts that
+    /// follow, at its place in the reversed job order: KAI gathers each attempt's candidates
+    /// afresh (`consolidation.go: getOrderedVictimsQueue`), so what one attempt placed may be
+    /// moved by the next.
+    fn join_victims(&self, victims: &mut Vec<usize>, job: usize) {
+        if !self.movable(job) || !self.is_running(job) || victims.contains(&job) {
+            return;
+        }
+        let key = std::cmp::Reverse(self.job_order(job));
+        let at = victims.partition_point(|&v| std::cmp::Reverse(self.job_order(v)) < key);
+        victims.insert(at, job);
     }
 }
 

@@ -349,12 +349,6 @@ impl Context<'_> {
         self.placed_at[p].is_some()
     }
 
-    /// Whether a job got pods placed in this cycle: consolidation leaves it alone (moving its
-    /// older pods could leave the new ones as a partial gang).
-    pub(crate) fn growing(&self, job: usize) -> bool {
-        self.grown[job]
-    }
-
     /// When a job's min-runtime protection ends, if it has not yet: counted from when the job
     /// started ([`Self::started`]).
     pub(crate) fn protected_until(&self, job: usize, min: Option<u64>) -> Option<Time> {
@@ -1156,7 +1150,7 @@ impl Context<'_> {
     /// bound in this cycle are nominated where they are instead, so that a gang never starts
     /// part bound and part waiting (KAI's allocate pipelines a whole job once one of its pods
     /// is pipelined, `allocate.go: ConvertAllAllocatedToPipelined`); the job has not started.
-    fn replace_placement(&mut self, p: usize, to: usize) {
+    pub(crate) fn replace_placement(&mut self, p: usize, to: usize) {
         self.drop_placement(p);
         // Nominated now, as the eviction actions place: no longer allocate's bind.
         self.bound_now[p] = false;
@@ -1190,7 +1184,7 @@ impl Context<'_> {
 
     /// Counts a pod allocate bound in this cycle, and an eviction attempt placed again on the
     /// very room it held, as bound there again: not pipelined (its Bind stands).
-    fn rebind_unpipelined(&mut self, p: usize) {
+    pub(crate) fn rebind_unpipelined(&mut self, p: usize) {
         if !self.bound_now[p] || self.unpipelined[p] {
             return;
         }

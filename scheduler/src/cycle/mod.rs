@@ -308,7 +308,6 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         place: actions.allocate,
         releasing,
         is_releasing,
-        grown: vec![false; jobs.len()],
         pipelined: vec![0; jobs.len()],
         running_pods,
         waiting: vec![Vec::new(); policy.queues.len()],

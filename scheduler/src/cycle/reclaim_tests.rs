@@ -4,7 +4,8 @@
 //! relies on are worked out in its comment.
 
 use super::tests::{
-    binds, cycle, evicted, gang, node, nominated, pending_reason, pod, policy, running,
+    binds, cycle, evicted, gang, gpu_fair_shares, node, nominated, pending_reason, pod, policy,
+    running,
 };
 use super::*;
 use crate::cluster::{Pod, PodGroup};
@@ -16,11 +17,6 @@ fn created(p: Pod, at: Time) -> Pod {
 
 fn victims(r: &CycleResult) -> Vec<String> {
     evicted(r).into_iter().map(|(pod, _)| pod).collect()
-}
-
-/// Each queue's GPU fair share, in thousandths.
-fn gpu_fair_shares(r: &CycleResult) -> Vec<i64> {
-    r.shares.queues.iter().map(|q| q.gpu.fair_share).collect()
 }
 
 /// The pods evicted for a reclaim (moves aside).

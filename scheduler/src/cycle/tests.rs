@@ -94,6 +94,11 @@ pub(crate) fn cycle(policy: &Policy, snapshot: &Snapshot, now: Time) -> CycleRes
     })
 }
 
+/// Each queue's GPU fair share, in thousandths.
+pub(crate) fn gpu_fair_shares(r: &CycleResult) -> Vec<i64> {
+    r.shares.queues.iter().map(|q| q.gpu.fair_share).collect()
+}
+
 pub(crate) fn binds(r: &CycleResult) -> Vec<(String, String)> {
     r.decisions
         .iter()
@@ -1639,6 +1644,156 @@ fn consolidation_takes_victims_from_the_queue_last_in_the_queue_order_first() {
         (
             vec![("b/y".into(), "n3".into())],
             vec![("c/p".into(), "n2".into())]
+        ),
+        "{:#?}",
+        r.decisions
+    );
+}
+
+/// KAI's consolidation candidates are the preemptible jobs with active allocated pods
+/// (`consolidation.go: buildPreemptibleFilterFunc`, `GetActiveAllocatedTasksCount`), so a job
+/// allocate placed in the same session may be moved for a later one.
+///
+/// Two 4-GPU nodes; n2 runs b/r (2 GPUs, not preemptible). Waiting, in allocate's order (queue
+/// priorities 3, 2, 1): a/x (1 GPU), c/y (3 GPUs, not preemptible), d/g (2 GPUs). The
+/// requests (a 1, b 2, c 3, d 2) fit the 8 GPUs and the quotas (a 2, the others their
+/// requests), so each fair share is the request. Allocate binds x on n2 (the fuller node: 2
+/// free against 4), y on n1 (the only node with 3 free), and g finds 1 free GPU on each node.
+/// The cluster has 2 free, so consolidation tries: its one candidate is x (y and r may not
+/// move). Without x, n2 has 2 free and n1 1; a comes before d, so x goes back first, to n1
+/// (the fuller node that holds it), and g fits on n2. x never ran: its bind becomes a
+/// nomination on n1, with no eviction. Reclaim could not have done it: a, under its quota and
+/// at its fair share, is no victim side for d. Leaving jobs placed in the cycle out of the
+/// candidates, g waits.
+#[test]
+fn consolidation_moves_a_job_allocate_placed_in_the_same_cycle() {
+    let p = policy(
+        r#"
+        priority-class "prod" value=1000 preemptible=#false
+        queue "a" priority=3 { gpu quota=2; namespaces "a" }
+        queue "b" { gpu quota=2; namespaces "b" }
+        queue "c" priority=2 { gpu quota=3; namespaces "c" }
+        queue "d" priority=1 { gpu quota=2; namespaces "d" }
+        "#,
+    );
+    let prod = |p: Pod| Pod {
+        priority_class: Some("prod".into()),
+        ..p
+    };
+    let at = |p: Pod, created: Time| Pod { created, ..p };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 4), node("n2", 4)],
+        pods: vec![
+            running(prod(pod("b", "r", 2)), "n2", 0),
+            at(pod("a", "x", 1), 10),
+            at(prod(pod("c", "y", 3)), 11),
+            at(pod("d", "g", 2), 12),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![1000, 2000, 3000, 2000]);
+    assert_eq!(binds(&r), vec![("c/y".to_string(), "n1".to_string())]);
+    assert_eq!(
+        consolidated(&r),
+        (
+            vec![],
+            vec![("a/x".into(), "n1".into()), ("d/g".into(), "n2".into())]
+        ),
+        "{:#?}",
+        r.decisions
+    );
+    assert!(
+        !r.decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Pending { .. })),
+        "{:#?}",
+        r.decisions
+    );
+}
+
+/// KAI builds each consolidation attempt's victims queue afresh (`consolidation.go:
+/// getOrderedVictimsQueue`), so a job one attempt placed is a candidate of the next.
+///
+/// Three 4-GPU nodes, n0 and n1 labelled pool=a. Running: q0/r1 and q1/r4 (pinned to pool=a)
+/// on n0, q1/r3 (2 GPUs, not preemptible) on n1, q0/r0 and q1/r2 (not preemptible) on n2, all
+/// 1 GPU but r3; 2 GPUs free on each node. Waiting: q0/p0 and q1/p2, 3 GPUs each; neither fits.
+/// Quotas q0 3, q1 4; requests q0 5, q1 7; the 5 GPUs left over go half each, q0 capped at the
+/// 2 it still asks, the rest to q1: fair shares 5 and 7.
+///
+/// First attempt, for p0 (q0, holding 2 of its 5 against q1's 4 of 7, comes first): q1 gives first (without r4 it
+/// holds 3, q0 without r1 holds 1), r4 goes back before p0 (q1 with r4 at 5 of its 7 ranks
+/// before q0 with p0 at 5 of 5) to the fuller pool=a node, n1, and p0 takes n0.
+///
+/// Second attempt, for p2: only q0 gives, its jobs newest first: p0, r1, r0. Each goes back
+/// after p2 (q0 still holds them, and with any one of them added is above its fair share; q1
+/// with p2 is at its own).
+/// Taking p0, p2 fits on n0 but p0 fits nowhere after it; taking r1 too, p2 takes n0 and p0
+/// fits nowhere again; taking r0 too, p2 takes n2 (3 free, fuller than n0's 4), r0 the fullest
+/// node with room, n1, and r1 and p0 their own room on n0. Only r0 moves. Without p0 among the
+/// candidates, n0 keeps p0 throughout: r1 and r0 are taken, p2 takes n2, and r0 and r1 share
+/// the two single free GPUs of n0 and n1, the first of the two equal nodes, n0, going to r0,
+/// so both move.
+#[test]
+fn a_job_one_consolidation_attempt_placed_is_a_candidate_of_the_next() {
+    let p = policy(
+        r#"
+        priority-class "prod" value=1000 preemptible=#false
+        queue "q0" { gpu quota=3; namespaces "q0" }
+        queue "q1" { gpu quota=4; namespaces "q1" }
+        "#,
+    );
+    let at = |p: Pod, node: &str, t: Time| Pod {
+        created: t,
+        ..running(p, node, t)
+    };
+    let prod = |p: Pod| Pod {
+        priority_class: Some("prod".into()),
+        ..p
+    };
+    let mut r4 = at(pod("q1", "r4", 1), "n0", 4);
+    r4.constraints
+        .node_selector
+        .insert("pool".into(), "a".into());
+    let pool_a = |name: &str| {
+        let mut n = node(name, 4);
+        n.labels.insert("pool".into(), "a".into());
+        n
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![pool_a("n0"), pool_a("n1"), node("n2", 4)],
+        pods: vec![
+            at(pod("q0", "r0", 1), "n2", 0),
+            at(pod("q0", "r1", 1), "n0", 1),
+            at(prod(pod("q1", "r2", 1)), "n2", 2),
+            at(prod(pod("q1", "r3", 2)), "n1", 3),
+            r4,
+            Pod {
+                created: 100,
+                ..pod("q0", "p0", 3)
+            },
+            Pod {
+                created: 102,
+                ..pod("q1", "p2", 3)
+            },
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![5000, 7000]);
+    assert_eq!(
+        consolidated(&r),
+        (
+            vec![("q1/r4".into(), "n1".into()), ("q0/r0".into(), "n1".into())],
+            vec![("q0/p0".into(), "n0".into()), ("q1/p2".into(), "n2".into())]
         ),
         "{:#?}",
         r.decisions
