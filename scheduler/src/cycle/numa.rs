@@ -211,13 +211,11 @@ impl<'s> NumaState<'s> {
     /// Guaranteed or asks a device zones report (KAI's `wantsNuma`).
     pub fn ranks(&self, pod: &Pod) -> bool {
         self.max_zones > 0
-            && pod.constraints.numa.as_deref().is_some_and(|n| {
-                n.guaranteed
-                    || self
-                        .devices
-                        .iter()
-                        .any(|d| n.pod.get(*d).is_some_and(|&v| v > 0))
-            })
+            && pod
+                .constraints
+                .numa
+                .as_deref()
+                .is_some_and(|n| n.guaranteed || self.devices.iter().any(|d| n.asked(d) > 0))
     }
 
     /// How well the node aligns the pod: the fewer zones it takes, the better (KAI's

@@ -163,12 +163,12 @@ pub fn pod_numa(spec: &PodSpec, status: Option<&PodStatus>) -> Option<PodNuma> {
             *pod.entry(numa::normalize(name)).or_default() += amount;
         }
     }
-    Some(PodNuma {
+    Some(PodNuma::new(
         guaranteed,
         pod,
-        concurrent: sidecars.into_iter().chain(apps).collect(),
+        sidecars.into_iter().chain(apps).collect(),
         serial,
-    })
+    ))
 }
 
 /// A recorded placement from a pod's annotations: the exporter's observed one, else the

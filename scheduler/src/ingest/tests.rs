@@ -1402,18 +1402,20 @@ spec:
     let g = pod("guaranteed");
     let numa = g.constraints.numa.as_deref().unwrap();
     assert!(numa.guaranteed);
-    assert_eq!(numa.pod["cpu"], 8_000);
-    assert_eq!(numa.pod["gpu"], 1);
+    assert_eq!(numa.asked("cpu"), 8_000);
+    assert_eq!(numa.asked("gpu"), 1);
     // Memory: the app's 8Gi beside the sidecar's 1Gi, above the init container's 1Gi + 1Gi.
-    assert_eq!(numa.pod["memory"], 9 << 30);
+    assert_eq!(numa.asked("memory"), 9 << 30);
     assert_eq!(numa.concurrent.len(), 2);
-    assert_eq!(numa.concurrent[0]["cpu"], 0);
-    assert_eq!(numa.serial[0]["cpu"], 8_000);
+    // No CPU of the sidecar is pinned: an amount of zero is not kept (every reader skips it).
+    assert!(numa.concurrent[0].iter().all(|(name, _)| name != "cpu"));
+    assert_eq!(crate::numa::amount(&numa.serial[0], "cpu"), 8_000);
     // The observed record is malformed: the predicted one is read.
     assert_eq!(g.numa_zones.as_ref().unwrap()[0].zone, "node-1");
     // Burstable: only its GPU is aligned; asking only CPU, nothing is.
     let b = pod("burstable-gpu").constraints.numa.as_deref().unwrap();
     assert!(!b.guaranteed);
+    assert_eq!(*b.pod, [("gpu".to_string(), 1)]);
     assert!(pod("burstable-cpu").constraints.numa.is_none());
     // The status's class is read as KAI reads it, even where the spec would say otherwise.
     assert!(

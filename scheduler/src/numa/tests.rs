@@ -25,12 +25,7 @@ fn topology(policy: Policy, scope: Scope, zones: &[Res]) -> Topology {
 }
 
 fn pod_scope(request: Res) -> PodNuma {
-    PodNuma {
-        guaranteed: true,
-        pod: request.clone(),
-        concurrent: vec![request],
-        serial: Vec::new(),
-    }
+    PodNuma::new(true, request.clone(), vec![request], Vec::new())
 }
 
 fn containers(concurrent: Vec<Res>, serial: Vec<Res>) -> PodNuma {
@@ -40,12 +35,7 @@ fn containers(concurrent: Vec<Res>, serial: Vec<Res>) -> PodNuma {
             *pod.entry(k.clone()).or_default() += v;
         }
     }
-    PodNuma {
-        guaranteed: true,
-        pod,
-        concurrent,
-        serial,
-    }
+    PodNuma::new(true, pod, concurrent, serial)
 }
 
 fn solve(t: &Topology, pod: &PodNuma) -> Option<Placement> {
