@@ -509,6 +509,14 @@ impl Context<'_> {
         (Reverse(j.priority), self.min_state(job), j.created, job)
     }
 
+    /// Puts `job` into `jobs`, a list in KAI's reversed job order (next victim first), at its
+    /// place: a job an eviction attempt has just placed joins the victims of the next.
+    pub(crate) fn insert_in_reverse_job_order(&self, jobs: &mut Vec<usize>, job: usize) {
+        let key = Reverse(self.job_order(job));
+        let at = jobs.partition_point(|&v| Reverse(self.job_order(v)) < key);
+        jobs.insert(at, job);
+    }
+
     /// Whether a job's active pods are below (`Less`), at or above its minimum; with
     /// sub-groups, as KAI's elastic plugin reads them (any pod set below is below).
     pub(crate) fn min_state(&self, job: usize) -> Ordering {

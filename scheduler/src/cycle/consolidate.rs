@@ -259,9 +259,7 @@ impl Context<'_> {
         if !self.movable(job) || !self.is_running(job) || victims.contains(&job) {
             return;
         }
-        let key = std::cmp::Reverse(self.job_order(job));
-        let at = victims.partition_point(|&v| std::cmp::Reverse(self.job_order(v)) < key);
-        victims.insert(at, job);
+        self.insert_in_reverse_job_order(victims, job);
     }
 }
 

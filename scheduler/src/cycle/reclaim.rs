@@ -397,11 +397,7 @@ impl Context<'_> {
             return;
         }
         self.note_in_leaf(leaf, job, self.any_reclaim_min_runtime());
-        let key = Reverse(self.job_order(job));
-        let at = leaf
-            .jobs
-            .partition_point(|&v| Reverse(self.job_order(v)) < key);
-        leaf.jobs.insert(at, job);
+        self.insert_in_reverse_job_order(&mut leaf.jobs, job);
     }
 
     /// A leaf's next victim unit: for a queue of gangs, the first job in the order reclaim began
