@@ -77,6 +77,11 @@ pub(crate) struct Context<'a> {
     /// Jobs consolidation, reclaim or preempt evicted pods of (moves included), each once or
     /// more.
     pub evicted: Vec<usize>,
+    /// Pods bound before the cycle that a committed attempt moved to another node, each with
+    /// the index of its Evict in `decisions` and the slot it left: a later attempt may take
+    /// such a pod again (KAI's moved pods are `Pipelined`, among the active allocated ones its
+    /// victims come from), and then changes that Evict rather than adding one.
+    pub moves: rustc_hash::FxHashMap<usize, (usize, Slot)>,
 }
 
 /// Per job, how many of its pods hold a slot (bound before the cycle or placed in it) and are
@@ -86,7 +91,8 @@ pub(crate) struct RunningPods {
     /// The job of each pod (`u32::MAX`: none, a pod of another scheduler).
     job_of: Vec<u32>,
     count: Vec<u32>,
-    /// Per pod: moved in this cycle (evicted and nominated elsewhere), so no longer running.
+    /// Per pod: moved by the attempt under way, not yet committed (see [`Context::settle`]),
+    /// so not running for that attempt.
     moved: Vec<bool>,
     /// Per job: how many of its pods were moved.
     moved_in: Vec<u32>,
@@ -161,14 +167,14 @@ impl RunningPods {
         *active = if up { *active + 1 } else { *active - 1 };
     }
 
-    /// Whether some pod of `job` runs and none was moved, but by the eviction attempt under way:
-    /// a job being moved is nobody's victim for the rest of the cycle, while KAI's solver may
-    /// take more of a job whose pods it placed again before the preemptor.
+    /// Whether some pod of `job` runs and none is being moved by the attempt under way, but
+    /// placed again before its preemptor: KAI's solver may take more of such a job, not of one
+    /// it moves after the preemptor.
     pub fn any(&self, job: usize) -> bool {
         self.count[job] > 0 && self.moved_in[job] == self.early_in[job]
     }
 
-    /// Whether a pod was moved to another node in this cycle.
+    /// Whether a pod is being moved by the attempt under way.
     pub fn is_moved(&self, pod: usize) -> bool {
         self.moved[pod]
     }
@@ -295,8 +301,9 @@ impl Context<'_> {
         self.running_pods.slot_changed(self.snapshot, pod, true);
     }
 
-    /// Gives a pod that was taken off its node a slot on another one: it is evicted there
-    /// and nominated here, so it no longer counts as running (see [`RunningPods::any`]).
+    /// Gives a pod that was taken off its node a slot on another one, for the attempt under
+    /// way: until the attempt commits ([`Self::settle`]) it does not count as running (see
+    /// [`RunningPods::any`]).
     pub(crate) fn move_to(&mut self, pod: usize, slot: Slot) {
         debug_assert!(
             self.slots[pod].is_none(),
@@ -305,6 +312,17 @@ impl Context<'_> {
         self.running_pods.set_moved(pod, true);
         self.slots[pod] = Some(slot);
         self.running_pods.slot_changed(self.snapshot, pod, true);
+    }
+
+    /// Ends a move its attempt commits to: the pod runs where it was moved, and a later attempt
+    /// may take it as a victim again (KAI's moved pods are `Pipelined`: active allocated).
+    pub(crate) fn settle(&mut self, pod: usize) {
+        debug_assert!(
+            self.running_pods.is_moved(pod) && self.slots[pod].is_some(),
+            "a pod settled that is not being moved"
+        );
+        self.running_pods.set_moved(pod, false);
+        self.running_pods.change(self.snapshot, pod, true);
     }
 
     /// Takes a moved pod's new slot away, undoing [`Self::move_to`].

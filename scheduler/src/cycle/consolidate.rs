@@ -93,9 +93,9 @@ impl Context<'_> {
         }
         // Each victim unit is added to the moved set in turn until the gang fits and every
         // moved pod fits again elsewhere (KAI's job solver with `allPodsReallocated`). A job
-        // whose pods moved in this cycle is no victim now (`is_running` says no); one placed in
-        // this cycle is, as KAI's candidates are the jobs with active allocated pods
-        // (`consolidation.go: buildPreemptibleFilterFunc`, `GetActiveAllocatedTasksCount`).
+        // placed or moved earlier in this cycle is a candidate, as KAI's candidates are the
+        // jobs with active allocated pods (`consolidation.go: buildPreemptibleFilterFunc`,
+        // `GetActiveAllocatedTasksCount`).
         let candidates: Vec<usize> = victims
             .iter()
             .copied()
@@ -160,15 +160,8 @@ impl Context<'_> {
                     self.rebind_unpipelined(p);
                     continue;
                 }
-                if self.placed_now(p) {
-                    // Placed in this cycle: nothing runs there yet, so its placement moves.
-                    self.replace_placement(p, to.node);
-                } else {
-                    let moved = self.move_decision(p, from.node, to.node, &for_job);
-                    self.decisions.push(moved);
-                    self.evicted.push(v);
-                }
-                self.move_to(p, to);
+                self.record_move(p, &from, &to, &for_job, v);
+                self.put_slot(p, to);
             }
             self.commit(job, leaf, slots, true);
             return true;

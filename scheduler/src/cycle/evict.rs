@@ -318,8 +318,8 @@ impl Context<'_> {
             .collect()
     }
 
-    /// Whether some pod of a job runs (see [`Self::running`]) and none was moved in this cycle:
-    /// whether it may be a victim.
+    /// Whether some pod of a job runs (see [`Self::running`]) and none is being moved by the
+    /// attempt under way: whether it may be a victim.
     pub(crate) fn is_running(&self, job: usize) -> bool {
         let running = self.running_pods.any(job);
         debug_assert_eq!(
@@ -334,8 +334,8 @@ impl Context<'_> {
         running
     }
 
-    /// Whether a pod holds a slot (bound before the cycle or placed in it), was not moved in
-    /// this cycle, and is not being deleted.
+    /// Whether a pod holds a slot (bound before the cycle, placed in it, or moved by an attempt
+    /// that committed), is not being moved by the attempt under way, and is not being deleted.
     pub(crate) fn runs(&self, p: usize) -> bool {
         self.slots[p].is_some()
             && super::allocate::counts_as_running(self.snapshot, p)
@@ -487,7 +487,8 @@ impl Context<'_> {
                 }
                 if let Some(gang) = &self.jobs[v].gang {
                     let pods = gang.victim_pods(self, protected, &newest);
-                    // A unit whose pods do not all run (one moved in this cycle) is not taken.
+                    // A unit whose pods do not all run (one being moved by this attempt) is not
+                    // taken.
                     if pods.is_empty() || !pods.iter().all(|&p| self.runs(p)) {
                         return None;
                     }
@@ -693,13 +694,8 @@ impl Context<'_> {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
                     self.running_pods.set_early(*p, false);
                     if !same_place(&self.snapshot.pods[*p], from, to) {
-                        if self.placed_now(*p) {
-                            self.replace_placement(*p, to.node);
-                        } else {
-                            let moved = self.move_decision(*p, from.node, to.node, &for_job);
-                            self.decisions.push(moved);
-                            self.evicted.push(v.job);
-                        }
+                        self.record_move(*p, from, to, &for_job, v.job);
+                        self.settle(*p);
                         continue;
                     }
                     if self.running_pods.is_moved(*p) {
@@ -721,6 +717,14 @@ impl Context<'_> {
                         continue;
                     }
                     evicted = true;
+                    // Moved earlier in this cycle: it leaves where it ran all the same, now for
+                    // this preemptor, and goes nowhere.
+                    if let Some((at, _)) = self.moves.remove(&p) {
+                        if let Decision::Evict { reason, .. } = &mut self.decisions[at] {
+                            *reason = EvictReason::clone(&why);
+                        }
+                        continue;
+                    }
                     self.decisions.push(Decision::Evict {
                         pod: self.snapshot.pods[p].key(),
                         node: self.snapshot.nodes[slot.node].name.clone(),
@@ -1104,6 +1108,47 @@ impl Context<'_> {
         }
     }
 
+    /// Records that pod `p` of job `job` moves from slot `from` to slot `to` for `for_job`. A
+    /// pod placed in this cycle is nominated there instead of where it was placed. A pod moved
+    /// before in this cycle keeps its one Evict, now naming where it goes; moved back onto the
+    /// very room it ran on, its Evict is dropped (nothing has left the cycle, so it runs on,
+    /// where KAI, which evicted it when the first move committed, would restart it there).
+    pub(crate) fn record_move(
+        &mut self,
+        p: usize,
+        from: &Slot,
+        to: &Slot,
+        for_job: &str,
+        job: usize,
+    ) {
+        if self.placed_now(p) {
+            self.replace_placement(p, to.node);
+            return;
+        }
+        if let Some((at, home)) = self.moves.get(&p) {
+            let at = *at;
+            if same_place(&self.snapshot.pods[p], home, to) {
+                self.moves.remove(&p);
+                self.withdrawn_at.push(at);
+                if let Some(i) = self.evicted.iter().rposition(|&j| j == job) {
+                    self.evicted.remove(i);
+                }
+                return;
+            }
+            if let Decision::Evict { reason, .. } = &mut self.decisions[at] {
+                *reason = EvictReason::Consolidate {
+                    for_job: for_job.to_string(),
+                    to_node: self.snapshot.nodes[to.node].name.clone(),
+                };
+            }
+            return;
+        }
+        self.moves.insert(p, (self.decisions.len(), from.clone()));
+        let moved = self.move_decision(p, from.node, to.node, for_job);
+        self.decisions.push(moved);
+        self.evicted.push(job);
+    }
+
     /// The decision that moves `pod` from node `from` to node `to` for `for_job`: an eviction
     /// there, and the node it is nominated on.
     pub(crate) fn move_decision(
@@ -1333,12 +1378,12 @@ impl Context<'_> {
             if grace < 0 || below_for < grace as u64 {
                 continue;
             }
-            // Only pods bound before the cycle: a gang allocate topped up is not below its
-            // minimum.
+            // Only pods bound before the cycle and still where they ran: a gang allocate
+            // topped up is not below its minimum, and a moved pod is evicted already.
             let running: Vec<usize> = self
                 .running(j)
                 .into_iter()
-                .filter(|&p| !self.placed_now(p))
+                .filter(|&p| !self.placed_now(p) && !self.moves.contains_key(&p))
                 .collect();
             let reason = EvictReason::StaleGang {
                 running: active,

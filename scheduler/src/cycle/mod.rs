@@ -318,6 +318,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         withdrawn_at: Vec::new(),
         withdrawn: Vec::new(),
         evicted: Vec::new(),
+        moves: Default::default(),
     };
     let mut unplaced = ctx.allocate();
     // Every job with a pod still waiting, whatever kept it (KAI's `GetAllPendingJobs`).

@@ -257,10 +257,17 @@ queue "b" { gpu; namespaces "b" }
 /// consolidation, which runs first, leaves them to reclaim). Quotas take all 4 GPUs: fair shares
 /// A 0, B 2, C 2; A holds 2, above its share; both reclaimers stay within their quotas.
 /// For b1, v goes first (newest): n1 is free, b1 takes it, and v fits again in n2's free GPU,
-/// so it moves there. For c1, v, moved, is no victim; w alone frees one GPU of n2, not two: c1
-/// waits and nothing is evicted. (Were v a victim again, v and w would both go for c1.)
+/// so it moves there, keeping A's allocation at 2.
+/// For c1, v, now pipelined on n2, is a victim again, as in KAI, whose moved pods are
+/// `Pipelined` and so among the active allocated pods its victims come from
+/// (`reclaim.go: getOrderedVictimsQueue` with `FilterNonActiveAllocated`). v goes first again
+/// (newest): n2 then has 1 GPU free, not 2; A, at 1 above its share of 0, still comes after C
+/// in the queue order, so v is not placed again before c1. w goes next: n2 is empty, c1 takes
+/// it, and neither v nor w finds room after it (n1 holds b1, n2 c1): both are evicted for c1.
+/// v's one Evict, from n1 where it runs, now names c1's reclaim; w's is from n2. (Before moved
+/// victims could be taken again, c1 waited and only v moved.)
 #[test]
-fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
+fn a_victim_moved_for_one_reclaimer_may_be_taken_by_the_next() {
     let p = policy(
         r#"
         priority-class "prod" value=1000 preemptible=#false
@@ -293,7 +300,93 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
     };
     let r = cycle(&p, &s, 3600);
     assert_eq!(gpu_fair_shares(&r), vec![0, 2000, 2000]);
-    let moves: Vec<(String, String, String)> = r
+    let reclaim_for_c1 = EvictReason::Reclaim {
+        for_job: "c/c1".into(),
+        by_queue: "c".into(),
+        from_queue: "a".into(),
+    };
+    let evictions: Vec<(String, String, EvictReason)> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Evict { pod, node, reason } => {
+                Some((pod.clone(), node.clone(), reason.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        evictions,
+        vec![
+            ("a/v".into(), "n1".into(), reclaim_for_c1.clone()),
+            ("a/w".into(), "n2".into(), reclaim_for_c1),
+        ],
+        "{:#?}",
+        r.decisions
+    );
+    assert_eq!(
+        nominated(&r),
+        vec![
+            ("b/b1".to_string(), "n1".to_string()),
+            ("c/c1".to_string(), "n2".to_string())
+        ]
+    );
+}
+
+/// A victim moved for one reclaimer and taken again by the next may move again: its one Evict,
+/// from the node it runs on, then names where it goes now and for whom.
+///
+/// Three 2-GPU nodes: n1 and n2 in pool a, n3 in pool c. A (quota 0, weight 0: fair share 0)
+/// runs x (n2) and v (n1, the newer). B and C (quota 2 each, B first by priority) each want one
+/// 2-GPU pod for pool a, not preemptible (consolidation leaves them to reclaim); pool a has one
+/// GPU free on each node, so allocate places neither.
+/// For b1: v goes first (newest); n1 is empty, b1 takes it; v fits again on n2 (fuller than
+/// n3, GPU binpack) and moves there, keeping A's allocation at 2.
+/// For c1: v, pipelined on n2, goes first again; n2 then has one GPU free. x goes next; n2 is
+/// empty and c1 takes it. Both are needed (they ran on c1's node) and A stays after C in the
+/// queue order, so both are placed again after c1, in job order, x (older) first: n3 holds
+/// both. Nothing is evicted: x moves n2 → n3, and v's Evict from n1 now says n3, for c1.
+#[test]
+fn a_victim_moved_for_one_reclaimer_may_move_again_for_the_next() {
+    let p = policy(
+        r#"
+        priority-class "prod" value=1000 preemptible=#false
+        queue "a" { gpu quota=0 weight=0; namespaces "a" }
+        queue "b" priority=200 { gpu quota=2; namespaces "b" }
+        queue "c" priority=1 { gpu quota=2; namespaces "c" }
+        "#,
+    );
+    let pool = |name: &str, value: &str| {
+        let mut n = node(name, 2);
+        n.labels.insert("pool".into(), value.into());
+        n
+    };
+    let for_pool_a = |p: Pod| {
+        let mut p = Pod {
+            priority_class: Some("prod".into()),
+            ..created(p, 10)
+        };
+        p.constraints
+            .node_selector
+            .insert("pool".into(), "a".into());
+        p
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![pool("n1", "a"), pool("n2", "a"), pool("n3", "c")],
+        pods: vec![
+            running(created(pod("a", "x", 1), 0), "n2", 0),
+            running(created(pod("a", "v", 1), 1), "n1", 1),
+            for_pool_a(pod("b", "b1", 2)),
+            for_pool_a(pod("c", "c1", 2)),
+        ],
+        groups: vec![],
+    };
+    let r = cycle(&p, &s, 3600);
+    let moves: Vec<(String, String, String, String)> = r
         .decisions
         .iter()
         .filter_map(|d| match d {
@@ -301,35 +394,25 @@ fn a_victim_that_fits_elsewhere_is_moved_and_not_taken_again() {
                 pod,
                 node,
                 reason: EvictReason::Consolidate { for_job, to_node },
-            } if for_job == "b/b1" => Some((pod.clone(), node.clone(), to_node.clone())),
+            } => Some((pod.clone(), node.clone(), to_node.clone(), for_job.clone())),
             _ => None,
         })
         .collect();
+    let m = |pod: &str, from: &str, to: &str| (pod.into(), from.into(), to.into(), "c/c1".into());
     assert_eq!(
         moves,
-        vec![("a/v".into(), "n1".into(), "n2".into())],
+        vec![m("a/v", "n1", "n3"), m("a/x", "n2", "n3")],
         "{:#?}",
         r.decisions
     );
-    let reclaimed: Vec<&Decision> = r
-        .decisions
-        .iter()
-        .filter(|d| {
-            matches!(
-                d,
-                Decision::Evict {
-                    reason: EvictReason::Reclaim { .. },
-                    ..
-                }
-            )
-        })
-        .collect();
-    assert!(reclaimed.is_empty(), "{:#?}", r.decisions);
-    assert_eq!(nominated(&r), vec![("b/b1".to_string(), "n1".to_string())]);
-    assert!(matches!(
-        pending_reason(&r, "c/c1"),
-        Reason::NoNodeFits { .. }
-    ));
+    assert!(reclaimed(&r).is_empty(), "{:#?}", r.decisions);
+    assert_eq!(
+        nominated(&r),
+        vec![
+            ("b/b1".to_string(), "n1".to_string()),
+            ("c/c1".to_string(), "n2".to_string())
+        ]
+    );
 }
 
 /// A victim from a queue reclaim may not take from may still be moved (KAI's consolidating
