@@ -195,6 +195,10 @@ pub struct ClusterState<'s> {
     /// The nodes an eviction solver's attempt may place on (`None`: every node), KAI's
     /// feasible nodes for the preemptor with its victims' nodes added.
     scenario: Option<Vec<bool>>,
+    /// While placements are limited, the schedulable nodes among those allowed by (free CPU,
+    /// index): `by_cpu` less the nodes a CPU-only pod may not use, so that its walk does not
+    /// step over the thousands of nodes outside an attempt's few hundred.
+    scenario_cpu: BTreeSet<(i64, usize)>,
     /// Whether a node has MIG instances (their free count is read only there).
     has_mig: Vec<bool>,
     /// The DRA claims and devices, when some pod uses a claim.
@@ -283,6 +287,7 @@ impl<'s> ClusterState<'s> {
             releasing_pods: vec![0; snapshot.nodes.len()],
             pipelined_pods: vec![0; snapshot.nodes.len()],
             scenario: None,
+            scenario_cpu: BTreeSet::new(),
             has_mig: snapshot
                 .nodes
                 .iter()
@@ -470,6 +475,10 @@ impl<'s> ClusterState<'s> {
         if after.cpu != before.cpu {
             self.by_cpu.remove(&(before.cpu, node));
             self.by_cpu.insert((after.cpu, node));
+            if self.scenario.as_ref().is_some_and(|nodes| nodes[node]) {
+                self.scenario_cpu.remove(&(before.cpu, node));
+                self.scenario_cpu.insert((after.cpu, node));
+            }
             if self.cpu_only[node] {
                 self.by_cpu_plain.remove(&(before.cpu, node));
                 self.by_cpu_plain.insert((after.cpu, node));
@@ -504,6 +513,8 @@ impl<'s> ClusterState<'s> {
                     && self.by_cpu.contains(&(k.cpu, node))
                     && self.by_free_gpu.contains(&(k.packed, node))
                     && (!self.cpu_only[node] || self.by_cpu_plain.contains(&(k.cpu, node)))
+                    && (self.scenario.as_ref().is_none_or(|nodes| !nodes[node])
+                        || self.scenario_cpu.contains(&(k.cpu, node)))
                     && k.shared_room == self.by_shared_room.contains(&(k.packed, node))
                     && (!self.gpu_shares
                         || self.nodes[node].devices.is_empty()
@@ -1057,19 +1068,29 @@ impl<'s> ClusterState<'s> {
     /// places the preemptor and its victims again only on the preemptor's feasible nodes and
     /// the victims' nodes (KAI's `FeasibleNodesForJob`, `byPodSolver.updateFeasibleNodes`).
     pub fn limit_to(&mut self, nodes: Vec<bool>) {
+        self.scenario_cpu = (0..nodes.len())
+            .filter(|&n| nodes[n] && self.schedulable[n])
+            .map(|n| (self.keys(n, false).cpu, n))
+            .collect();
         self.scenario = Some(nodes);
     }
 
     /// Adds a node to the limit [`Self::limit_to`] set, if any: a victim's node.
     pub fn allow(&mut self, node: usize) {
-        if let Some(nodes) = self.scenario.as_mut() {
+        if let Some(nodes) = self.scenario.as_mut()
+            && !nodes[node]
+        {
             nodes[node] = true;
+            if self.schedulable[node] {
+                self.scenario_cpu.insert((self.keys(node, false).cpu, node));
+            }
         }
     }
 
     /// Lifts the limit [`Self::limit_to`] set.
     pub fn unlimit(&mut self) {
         self.scenario = None;
+        self.scenario_cpu.clear();
     }
 
     /// Whether placements may use a node now (see [`Self::limit_to`]).
@@ -1190,10 +1211,16 @@ impl<'s> ClusterState<'s> {
             let gpu_nodes =
                 move |&&(_, n): &&(i64, usize)| !self.cpu_only[n] && self.in_scenario(n);
             let node = |&(_, n): &(i64, usize)| n;
+            // Limited to an attempt's nodes, the same nodes in the same order from the index of
+            // those alone.
+            let by_cpu = match self.scenario {
+                Some(_) => &self.scenario_cpu,
+                None => &self.by_cpu,
+            };
             match strategy {
                 Strategy::Binpack => {
                     let from = (cpu, 0);
-                    let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
+                    let (plain, all) = (self.by_cpu_plain.range(from..), by_cpu.range(from..));
                     Box::new(
                         plain
                             .filter(plain_nodes)
@@ -1203,7 +1230,7 @@ impl<'s> ClusterState<'s> {
                 }
                 Strategy::Spread if !self.cpu_shares => {
                     let from = (cpu, 0);
-                    let (plain, all) = (self.by_cpu_plain.range(from..), self.by_cpu.range(from..));
+                    let (plain, all) = (self.by_cpu_plain.range(from..), by_cpu.range(from..));
                     Box::new(
                         plain
                             .rev()
