@@ -211,7 +211,7 @@ fn check_invariants(
         evicted.is_disjoint(&bound),
         "a pod evicted and rebound in one cycle"
     );
-    // One decision per pod: a pod moved or evicted once is nobody's victim again in the cycle.
+    // One decision per pod: a pod moved and taken again keeps its one Evict.
     let mut decided: HashSet<&str> = HashSet::new();
     for d in &r.decisions {
         if let Decision::Bind { pod, .. }
