@@ -77,10 +77,11 @@ pub(crate) struct Context<'a> {
     /// Jobs consolidation, reclaim or preempt evicted pods of (moves included), each once or
     /// more.
     pub evicted: Vec<usize>,
-    /// Pods bound before the cycle that a committed attempt moved to another node, each with
-    /// the index of its Evict in `decisions` and the slot it left: a later attempt may take
-    /// such a pod again (KAI's moved pods are `Pipelined`, among the active allocated ones its
-    /// victims come from), and then changes that Evict rather than adding one.
+    /// Pods bound before the cycle that a committed attempt moved (to another node, or to other
+    /// devices of their own), each with the index of its Evict in `decisions` and the slot it
+    /// left: a later attempt may take such a pod again (KAI's moved pods are `Pipelined`, among
+    /// the active allocated ones its victims come from), and then changes that Evict rather
+    /// than adding one.
     pub moves: rustc_hash::FxHashMap<usize, (usize, Slot)>,
 }
 
@@ -94,7 +95,7 @@ pub(crate) struct RunningPods {
     /// Per pod: moved by the attempt under way, not yet committed (see [`Context::settle`]),
     /// so not running for that attempt.
     moved: Vec<bool>,
-    /// Per job: how many of its pods were moved.
+    /// Per job: how many of its pods are being moved.
     moved_in: Vec<u32>,
     /// Per job: its pods that hold a slot and are not being deleted (KAI's active pods).
     active: Vec<u32>,
