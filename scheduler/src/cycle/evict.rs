@@ -720,9 +720,7 @@ impl Context<'_> {
                     // Moved earlier in this cycle: it leaves where it ran all the same, now for
                     // this preemptor, and goes nowhere.
                     if let Some((at, _)) = self.moves.remove(&p) {
-                        if let Decision::Evict { reason, .. } = &mut self.decisions[at] {
-                            *reason = EvictReason::clone(&why);
-                        }
+                        self.retell(at, EvictReason::clone(&why));
                         continue;
                     }
                     self.decisions.push(Decision::Evict {
@@ -1125,6 +1123,10 @@ impl Context<'_> {
             self.replace_placement(p, to.node);
             return;
         }
+        let reason = EvictReason::Consolidate {
+            for_job: for_job.to_string(),
+            to_node: self.snapshot.nodes[to.node].name.clone(),
+        };
         if let Some((at, home)) = self.moves.get(&p) {
             let at = *at;
             if same_place(&self.snapshot.pods[p], home, to) {
@@ -1135,36 +1137,23 @@ impl Context<'_> {
                 }
                 return;
             }
-            if let Decision::Evict { reason, .. } = &mut self.decisions[at] {
-                *reason = EvictReason::Consolidate {
-                    for_job: for_job.to_string(),
-                    to_node: self.snapshot.nodes[to.node].name.clone(),
-                };
-            }
+            self.retell(at, reason);
             return;
         }
         self.moves.insert(p, (self.decisions.len(), from.clone()));
-        let moved = self.move_decision(p, from.node, to.node, for_job);
-        self.decisions.push(moved);
+        self.decisions.push(Decision::Evict {
+            pod: self.snapshot.pods[p].key(),
+            node: self.snapshot.nodes[from.node].name.clone(),
+            reason,
+        });
         self.evicted.push(job);
     }
 
-    /// The decision that moves `pod` from node `from` to node `to` for `for_job`: an eviction
-    /// there, and the node it is nominated on.
-    pub(crate) fn move_decision(
-        &self,
-        pod: usize,
-        from: usize,
-        to: usize,
-        for_job: &str,
-    ) -> Decision {
-        Decision::Evict {
-            pod: self.snapshot.pods[pod].key(),
-            node: self.snapshot.nodes[from].name.clone(),
-            reason: EvictReason::Consolidate {
-                for_job: for_job.to_string(),
-                to_node: self.snapshot.nodes[to].name.clone(),
-            },
+    /// Gives the Evict at `at` in the decisions, a moved pod's, a new reason: a later attempt
+    /// has taken the pod again.
+    fn retell(&mut self, at: usize, why: EvictReason) {
+        if let Decision::Evict { reason, .. } = &mut self.decisions[at] {
+            *reason = why;
         }
     }
 
