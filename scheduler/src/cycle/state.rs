@@ -1150,6 +1150,16 @@ impl<'s> ClusterState<'s> {
         }
     }
 
+    /// The schedulable nodes by free CPU that placements may use now: limited to an attempt's
+    /// nodes ([`Self::limit_to`]), the index of those alone, which gives the same nodes in the
+    /// same order as the whole cluster's with the others left out, without stepping over them.
+    fn cpu_index(&self) -> &BTreeSet<(i64, usize)> {
+        match self.scenario {
+            Some(_) => &self.scenario_cpu,
+            None => &self.by_cpu,
+        }
+    }
+
     /// The nodes that may have room for a pod, in the strategy's order, within an eviction
     /// solver's nodes ([`Self::limit_to`]). The limit is kept inside each walk rather than by the
     /// caller: a walk meets every node of an index, and under a solver's limit most are outside
@@ -1196,7 +1206,7 @@ impl<'s> ClusterState<'s> {
             }
         } else if pod.asks_gpu() {
             // MIG instances only: the CPU order, every node alike.
-            let range = self.by_cpu.range((pod.request.cpu, 0)..);
+            let range = self.cpu_index().range((pod.request.cpu, 0)..);
             let kept = move |&(_, n): &(i64, usize)| self.in_scenario(n).then_some(n);
             match strategy {
                 Strategy::Binpack => Box::new(range.filter_map(kept)),
@@ -1211,12 +1221,7 @@ impl<'s> ClusterState<'s> {
             let gpu_nodes =
                 move |&&(_, n): &&(i64, usize)| !self.cpu_only[n] && self.in_scenario(n);
             let node = |&(_, n): &(i64, usize)| n;
-            // Limited to an attempt's nodes, the same nodes in the same order from the index of
-            // those alone.
-            let by_cpu = match self.scenario {
-                Some(_) => &self.scenario_cpu,
-                None => &self.by_cpu,
-            };
+            let by_cpu = self.cpu_index();
             match strategy {
                 Strategy::Binpack => {
                     let from = (cpu, 0);
@@ -1301,7 +1306,7 @@ impl<'s> ClusterState<'s> {
         }
         Box::new(WithCpu {
             range,
-            by_cpu: &self.by_cpu,
+            by_cpu: self.cpu_index(),
             cpu,
             cpu_side: None,
             cpu_side_done: false,
