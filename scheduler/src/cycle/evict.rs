@@ -1367,13 +1367,9 @@ impl Context<'_> {
             if grace < 0 || below_for < grace as u64 {
                 continue;
             }
-            // Only pods bound before the cycle and still where they ran: a gang allocate
-            // topped up is not below its minimum, and a moved pod is evicted already.
-            let running: Vec<usize> = self
-                .running(j)
-                .into_iter()
-                .filter(|&p| !self.placed_now(p) && !self.moves.contains_key(&p))
-                .collect();
+            // Every pod it holds room with, as KAI evicts every active allocated pod of the
+            // job: those moved in this cycle (`Pipelined`) too, and any placed in it.
+            let running: Vec<usize> = self.running(j);
             let reason = EvictReason::StaleGang {
                 running: active,
                 min_member: job.gang.as_ref().map_or(job.min_member, |g| g.min_pods()),
@@ -1389,14 +1385,24 @@ impl Context<'_> {
                 );
             }
             for p in running {
-                if let Some(slot) = self.take_slot(p) {
-                    self.state.release(&slot, &self.snapshot.pods[p]);
-                    self.decisions.push(Decision::Evict {
-                        pod: self.snapshot.pods[p].key(),
-                        node: self.snapshot.nodes[slot.node].name.clone(),
-                        reason: reason.clone(),
-                    });
+                let Some(slot) = self.take_off(p) else {
+                    continue;
+                };
+                if self.placed_now(p) {
+                    self.withdraw(p, j, &reason);
+                    continue;
                 }
+                // Moved in this cycle: its one Evict, from where it ran, now says why it goes
+                // nowhere.
+                if let Some((at, _)) = self.moves.remove(&p) {
+                    self.retell(at, reason.clone());
+                    continue;
+                }
+                self.decisions.push(Decision::Evict {
+                    pod: self.snapshot.pods[p].key(),
+                    node: self.snapshot.nodes[slot.node].name.clone(),
+                    reason: reason.clone(),
+                });
             }
         }
         marks

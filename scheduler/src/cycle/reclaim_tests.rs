@@ -1595,3 +1595,72 @@ fn a_job_one_reclaim_attempt_placed_may_be_moved_by_the_next() {
     );
     assert_eq!(binds(&r), Vec::<(String, String)>::new());
 }
+
+/// A gang moved by reclaim that is stale is evicted by stale-gang eviction all the same: KAI
+/// evicts every active allocated pod of a stale job, `Pipelined` ones among them
+/// (`stalegangeviction.go: handleStaleJob`, `pod_status.go: activeAllocatedStatuses`), and a
+/// moved pod is `Pipelined` where it goes.
+///
+/// Two 2-GPU nodes, n1 (pool a) and n2 (pool b). A (quota 0, weight 0) runs gang g on n1: two
+/// 1-GPU pods of a PodGroup whose minimum is 3, marked stale at 130. R (quota 2) wants r1, 2
+/// GPUs in pool a. Fair shares: R 2, A 0 (no weight for the rest), so g is R's victim. KAI
+/// places a victim job again without its gang minimum (`GetTasksToAllocate` takes the tasks
+/// there are; `allocateTasksOnNodeSet` checks none), so both pods move to n2, and r1 is
+/// nominated on n1. Then g, still 2 pods of 3, has been stale for 3,470 s, well past the 60 s
+/// grace period: both pods are evicted for it, from n1 where they ran, and go nowhere.
+#[test]
+fn a_stale_gang_moved_by_reclaim_is_evicted_as_stale() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=0 weight=0; namespaces "a" }
+        queue "r" { gpu quota=2; namespaces "r" }
+        "#,
+    );
+    let pool = |name: &str, value: &str| {
+        let mut n = node(name, 2);
+        n.labels.insert("pool".into(), value.into());
+        n
+    };
+    let (mut pods, group) = gang("a", "g", 2, 1, 3);
+    pods[0] = running(pods[0].clone(), "n1", 0);
+    pods[1] = running(pods[1].clone(), "n1", 0);
+    let mut r1 = created(pod("r", "r1", 2), 10);
+    r1.constraints
+        .node_selector
+        .insert("pool".into(), "a".into());
+    pods.push(r1);
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![pool("n1", "a"), pool("n2", "b")],
+        pods,
+        groups: vec![PodGroup {
+            stale_since: Some(130),
+            ..group
+        }],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(gpu_fair_shares(&r), vec![0, 2000]);
+    let stale = EvictReason::StaleGang {
+        running: 2,
+        min_member: 3,
+        for_seconds: 3470,
+    };
+    let evict = |pod: &str| Decision::Evict {
+        pod: pod.into(),
+        node: "n1".into(),
+        reason: stale.clone(),
+    };
+    let nominate = Decision::Nominate {
+        pod: "r/r1".into(),
+        node: "n1".into(),
+    };
+    assert_eq!(
+        r.decisions,
+        vec![evict("a/g-0"), evict("a/g-1"), nominate],
+        "{:#?}",
+        r.decisions
+    );
+}
