@@ -10,6 +10,7 @@ use std::rc::Rc;
 use kai_policy_compiler::quantity::ResourceKind;
 
 use super::allocate::{Context, Unplaced};
+use super::gang::PodState;
 use super::jobs::{request_of, room_of};
 use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
@@ -1337,10 +1338,30 @@ impl Context<'_> {
         self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
     }
 
+    /// Whether a job is stale (KAI's `PodGroupInfo.IsStale`, success aside): some of its pods
+    /// hold or held a node in this cycle, and fewer than its minimum. KAI counts them by
+    /// `GetNumActiveUsedTasks`, whose statuses include `Releasing`: a pod being deleted, or
+    /// evicted earlier in the cycle, still counts, so a gang is not stale while the pods it
+    /// lacks are still terminating.
+    fn stale(&self, job: usize) -> bool {
+        let used = UsedPods(self);
+        let count = self.jobs[job]
+            .pods
+            .iter()
+            .filter(|&&p| used.active(p))
+            .count() as u32;
+        count > 0
+            && match &self.jobs[job].gang {
+                Some(gang) => gang.below_minimum(&used),
+                None => count < self.jobs[job].min_member,
+            }
+    }
+
     /// Stale-gang eviction (KAI's `stalegangeviction.go` with `PodGroupInfo.IsStale`): a gang
-    /// is stale while some of its pods hold resources but fewer than its minimum, and none has
-    /// succeeded (a gang whose pods finish is not broken). The first cycle that sees it stale
-    /// marks the time (KAI's `kai.scheduler/stale-podgroup-timestamp`); once it has been stale for
+    /// is stale while some of its pods hold resources but fewer than its minimum
+    /// ([`Self::stale`]), and none has succeeded (a gang whose pods finish is not broken). The
+    /// first cycle that sees it stale marks the time (KAI's
+    /// `kai.scheduler/stale-podgroup-timestamp`); once it has been stale for
     /// its grace period (the PodGroup's `stalenessGracePeriod`, or KAI's default of 60 s; a
     /// negative one means never), its running pods are evicted. A gang no longer stale loses its
     /// mark. Returns the marks that changed: `(pod group, since)`, `None` to clear.
@@ -1349,7 +1370,7 @@ impl Context<'_> {
         for j in 0..self.jobs.len() {
             let job = &self.jobs[j];
             let active = self.active_count(j) as u32;
-            let stale = job.succeeded == 0 && self.below_minimum(j);
+            let stale = job.succeeded == 0 && self.stale(j);
             if !stale {
                 if job.stale_since.is_some() {
                     marks.push((job.key.clone(), None));
@@ -1406,5 +1427,19 @@ impl Context<'_> {
             }
         }
         marks
+    }
+}
+
+/// The pods KAI counts for staleness (`pod_status.go: activeUsedStatuses`): placed, running,
+/// being deleted, or bound before the cycle and evicted in it ([`Context::stale`]).
+struct UsedPods<'c, 'a>(&'c Context<'a>);
+
+impl PodState for UsedPods<'_, '_> {
+    fn active(&self, pod: usize) -> bool {
+        self.0.slots[pod].is_some() || self.0.snapshot.pods[pod].node.is_some()
+    }
+
+    fn pending(&self, pod: usize) -> bool {
+        PodState::pending(self.0, pod)
     }
 }

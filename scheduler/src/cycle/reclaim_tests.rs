@@ -1664,3 +1664,46 @@ fn a_stale_gang_moved_by_reclaim_is_evicted_as_stale() {
         r.decisions
     );
 }
+
+/// A stale gang that reclaim evicts whole keeps its stale mark: KAI counts its evicted pods
+/// (`Releasing`) among the pods it uses (`GetNumActiveUsedTasks`), so it is still stale, with
+/// nothing left to evict (`handleStaleJob` evicts only active allocated pods).
+///
+/// The cluster of the test above without n2: g's pods, evicted for r1, have nowhere to go. The
+/// decisions: both evicted for R's reclaim, r1 nominated on n1; no mark changes.
+#[test]
+fn a_stale_gang_reclaimed_whole_keeps_its_stale_mark() {
+    let p = policy(
+        r#"
+        queue "a" { gpu quota=0 weight=0; namespaces "a" }
+        queue "r" { gpu quota=2; namespaces "r" }
+        "#,
+    );
+    let (mut pods, group) = gang("a", "g", 2, 1, 3);
+    pods[0] = running(pods[0].clone(), "n1", 0);
+    pods[1] = running(pods[1].clone(), "n1", 0);
+    pods.push(created(pod("r", "r1", 2), 10));
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 2)],
+        pods,
+        groups: vec![PodGroup {
+            stale_since: Some(130),
+            ..group
+        }],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert_eq!(victims(&r), vec!["a/g-0", "a/g-1"]);
+    assert!(
+        evicted(&r)
+            .iter()
+            .all(|(_, why)| matches!(why, EvictReason::Reclaim { .. })),
+        "{:#?}",
+        r.decisions
+    );
+    assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n1".to_string())]);
+    assert!(r.stale_marks.is_empty(), "{:?}", r.stale_marks);
+}

@@ -1416,6 +1416,46 @@ fn a_gang_below_its_minimum_for_longer_than_the_grace_period_is_evicted_whole() 
     assert!(evicted(&cycle(&p, &never, 1_000_000)).is_empty());
 }
 
+/// KAI counts a stale gang's pods by `GetNumActiveUsedTasks`, whose statuses include
+/// `Releasing` (`pod_status.go: activeUsedStatuses`): a pod being deleted still counts towards
+/// the minimum. Gang g (minimum 3) has g-0 and g-1 running and g-2 terminating, marked stale at
+/// 130: at 3600 it has 3 such pods, so it is not stale and loses its mark; nothing is evicted.
+/// Once g-2 is gone, 2 of 3 remain and the gang, stale for 3,470 s, is evicted.
+#[test]
+fn a_gang_is_not_stale_while_the_pod_it_lacks_is_terminating() {
+    let p = policy(TWO_TEAMS);
+    let (mut pods, group) = gang("a", "g", 3, 8, 3);
+    pods[0] = running(pods[0].clone(), "n1", 0);
+    pods[1] = running(pods[1].clone(), "n2", 0);
+    pods[2] = Pod {
+        terminating: true,
+        ..running(pods[2].clone(), "n3", 0)
+    };
+    let s = Snapshot {
+        topologies: Vec::new(),
+        dra: Default::default(),
+        numa_ignore: Default::default(),
+        priority_classes: Default::default(),
+        nodes: vec![node("n1", 8), node("n2", 8), node("n3", 8)],
+        pods,
+        groups: vec![PodGroup {
+            stale_since: Some(130),
+            ..group
+        }],
+    };
+    let r = cycle(&p, &s, 3600);
+    assert!(evicted(&r).is_empty(), "{:#?}", r.decisions);
+    assert_eq!(r.stale_marks, vec![("a/g".to_string(), None)]);
+    let gone = Snapshot {
+        pods: s.pods[..2].to_vec(),
+        ..s.clone()
+    };
+    let r = cycle(&p, &gone, 3600);
+    let names: Vec<String> = evicted(&r).into_iter().map(|(pod, _)| pod).collect();
+    assert_eq!(names, vec!["a/g-0", "a/g-1"]);
+    assert!(r.stale_marks.is_empty(), "the mark stands");
+}
+
 #[test]
 fn consolidation_moves_a_pod_to_make_room_for_a_gang_and_re_places_it() {
     let p = policy(TWO_TEAMS);
