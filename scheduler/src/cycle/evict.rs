@@ -1164,6 +1164,7 @@ impl Context<'_> {
     /// Evict` on an `Allocated` or `Pipelined` task), after allocate has sent its binding.
     fn withdraw(&mut self, p: usize, job: usize, why: &EvictReason) {
         self.drop_placement(p);
+        self.nominate_short_binds(job);
         // Pending again: a later placement of it in this cycle is the eviction actions'.
         self.unpipelined[p] = false;
         self.bound_now[p] = false;
@@ -1195,6 +1196,11 @@ impl Context<'_> {
             node: self.snapshot.nodes[to].name.clone(),
         });
         let job = self.running_pods.job_of(p);
+        self.nominate_binds(job);
+    }
+
+    /// Turns the Binds a job was given in this cycle into Nominates: the job has not started.
+    fn nominate_binds(&mut self, job: usize) {
         for &q in &self.jobs[job].pods {
             let Some(at) = self.placed_at[q] else {
                 continue;
@@ -1208,6 +1214,33 @@ impl Context<'_> {
             }
         }
         self.started[job] = false;
+    }
+
+    /// After a pod placed in this cycle is taken back: where a job that ran nothing before the
+    /// cycle keeps pods bound in it too few for its minimum beside pods nominated in it, the
+    /// binds become nominations, so that it does not start part bound and part waiting (found
+    /// by `cycles_keep_the_invariants`: allocate bound two pods of a gang of minimum two,
+    /// consolidation nominated its third, and reclaim took one of the bound ones back).
+    fn nominate_short_binds(&mut self, job: usize) {
+        let pods = &self.jobs[job].pods;
+        if pods.iter().any(|&p| self.snapshot.pods[p].node.is_some()) {
+            return;
+        }
+        let bound = BoundNow(self);
+        let (binds, nominated) = pods
+            .iter()
+            .fold((0, false), |(b, n), &p| match bound.placed(p) {
+                Some(true) => (b + 1, n),
+                Some(false) => (b, true),
+                None => (b, n),
+            });
+        let short = match &self.jobs[job].gang {
+            Some(gang) => gang.below_minimum(&bound),
+            None => binds < self.jobs[job].min_member,
+        };
+        if binds > 0 && nominated && short {
+            self.nominate_binds(job);
+        }
     }
 
     /// Marks the Bind or Nominate a pod was given in this cycle to be left out of the result.
@@ -1437,6 +1470,28 @@ struct UsedPods<'c, 'a>(&'c Context<'a>);
 impl PodState for UsedPods<'_, '_> {
     fn active(&self, pod: usize) -> bool {
         self.0.slots[pod].is_some() || self.0.snapshot.pods[pod].node.is_some()
+    }
+
+    fn pending(&self, pod: usize) -> bool {
+        PodState::pending(self.0, pod)
+    }
+}
+
+/// The pods bound in this cycle, for [`Context::nominate_short_binds`].
+struct BoundNow<'c, 'a>(&'c Context<'a>);
+
+impl BoundNow<'_, '_> {
+    /// Whether a pod was placed in this cycle by a Bind (`Some(true)`) or a Nominate
+    /// (`Some(false)`), `None` if it was not placed in it or that placement was taken back.
+    fn placed(&self, pod: usize) -> Option<bool> {
+        let at = self.0.placed_at[pod]? as usize;
+        Some(matches!(self.0.decisions[at], Decision::Bind { .. }))
+    }
+}
+
+impl PodState for BoundNow<'_, '_> {
+    fn active(&self, pod: usize) -> bool {
+        self.placed(pod) == Some(true)
     }
 
     fn pending(&self, pod: usize) -> bool {
