@@ -69,8 +69,9 @@ pub(crate) struct Context<'a> {
     pub unpipelined: Vec<bool>,
     /// Per pod: the index in `decisions` of its Bind or Nominate of this cycle, if any.
     pub placed_at: Vec<Option<u32>>,
-    /// Indexes in `decisions` of placements taken back (their pods became victims of a later
-    /// action in the same cycle): left out of the cycle's result.
+    /// Indexes in `decisions` left out of the cycle's result: placements taken back (their
+    /// pods became victims of a later action in the same cycle), moves undone, and a moved
+    /// pod's Evict superseded by the one a later attempt gave it.
     pub withdrawn_at: Vec<usize>,
     /// Jobs whose placement in this cycle was taken back, with why (the first such reason).
     pub withdrawn: Vec<(usize, Reason)>,
@@ -346,7 +347,7 @@ impl Context<'_> {
         self.slots[pod].is_none() && self.snapshot.pods[pod].node.is_none()
     }
 
-    /// Leaves out of the decisions the placements taken back in this cycle
+    /// Leaves out of the decisions those taken back or superseded in this cycle
     /// ([`Self::withdrawn_at`]).
     pub(crate) fn drop_withdrawn(&mut self) {
         if self.withdrawn_at.is_empty() {

@@ -1138,7 +1138,10 @@ impl Context<'_> {
                 }
                 return;
             }
-            self.retell(at, reason);
+            let at = self.retell(at, reason);
+            if let Some(entry) = self.moves.get_mut(&p) {
+                entry.0 = at;
+            }
             return;
         }
         self.moves.insert(p, (self.decisions.len(), from.clone()));
@@ -1151,11 +1154,21 @@ impl Context<'_> {
     }
 
     /// Gives the Evict at `at` in the decisions, a moved pod's, a new reason: a later attempt
-    /// has taken the pod again.
-    fn retell(&mut self, at: usize, why: EvictReason) {
-        if let Decision::Evict { reason, .. } = &mut self.decisions[at] {
-            *reason = why;
-        }
+    /// has taken the pod again. The Evict moves to the end, with the decisions of the attempt
+    /// that takes the pod, so that the decisions stay in the order they were made (as a moved
+    /// placement's Nominate does, [`Self::replace_placement`]). Returns where it now is.
+    fn retell(&mut self, at: usize, why: EvictReason) -> usize {
+        let Decision::Evict { pod, node, .. } = &self.decisions[at] else {
+            unreachable!("a moved pod's decision is its Evict");
+        };
+        let evict = Decision::Evict {
+            pod: pod.clone(),
+            node: node.clone(),
+            reason: why,
+        };
+        self.withdrawn_at.push(at);
+        self.decisions.push(evict);
+        self.decisions.len() - 1
     }
 
     /// Takes back the placement a pod was given in this cycle, for a later action's preemptor
