@@ -876,11 +876,16 @@ impl Context<'_> {
 
     /// Whether a job holds pods but fewer than its minimum (a PodGroup's, sub-groups included).
     fn below_minimum(&self, job: usize) -> bool {
-        let active = self.active_count(job) as u32;
-        active > 0
+        self.short_of_minimum(job, self.active_count(job) as u32, self)
+    }
+
+    /// Whether a job has `count` pods (those `counted` counts), some but fewer than its
+    /// minimum (a PodGroup's, sub-groups included).
+    fn short_of_minimum(&self, job: usize, count: u32, counted: &dyn PodState) -> bool {
+        count > 0
             && match &self.jobs[job].gang {
-                Some(gang) => gang.below_minimum(self),
-                None => active < self.jobs[job].min_member,
+                Some(gang) => gang.below_minimum(counted),
+                None => count < self.jobs[job].min_member,
             }
     }
 
@@ -1247,11 +1252,7 @@ impl Context<'_> {
                 Some(false) => (b, true),
                 None => (b, n),
             });
-        let short = match &self.jobs[job].gang {
-            Some(gang) => gang.below_minimum(&bound),
-            None => binds < self.jobs[job].min_member,
-        };
-        if binds > 0 && nominated && short {
+        if nominated && self.short_of_minimum(job, binds, &bound) {
             self.nominate_binds(job);
         }
     }
@@ -1395,12 +1396,8 @@ impl Context<'_> {
             .pods
             .iter()
             .filter(|&&p| used.active(p))
-            .count() as u32;
-        count > 0
-            && match &self.jobs[job].gang {
-                Some(gang) => gang.below_minimum(&used),
-                None => count < self.jobs[job].min_member,
-            }
+            .count();
+        self.short_of_minimum(job, count as u32, &used)
     }
 
     /// Stale-gang eviction (KAI's `stalegangeviction.go` with `PodGroupInfo.IsStale`): a gang
