@@ -1144,9 +1144,7 @@ impl Context<'_> {
                 return;
             }
             let at = self.retell(at, reason);
-            if let Some(entry) = self.moves.get_mut(&p) {
-                entry.0 = at;
-            }
+            self.moves.get_mut(&p).expect("a pod moved before").0 = at;
             return;
         }
         self.moves.insert(p, (self.decisions.len(), from.clone()));
@@ -1391,6 +1389,10 @@ impl Context<'_> {
     /// evicted earlier in the cycle, still counts, so a gang is not stale while the pods it
     /// lacks are still terminating.
     fn stale(&self, job: usize) -> bool {
+        // A job of one pod's minimum is never short of it: no walk over its pods.
+        if self.jobs[job].gang.is_none() && self.jobs[job].min_member <= 1 {
+            return false;
+        }
         let used = UsedPods(self);
         let count = self.jobs[job]
             .pods

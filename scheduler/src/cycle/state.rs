@@ -196,8 +196,8 @@ pub struct ClusterState<'s> {
     /// feasible nodes for the preemptor with its victims' nodes added.
     scenario: Option<Vec<bool>>,
     /// While placements are limited, the schedulable nodes among those allowed by (free CPU,
-    /// index): `by_cpu` less the nodes a CPU-only pod may not use, so that its walk does not
-    /// step over the thousands of nodes outside an attempt's few hundred.
+    /// index): `by_cpu` less the nodes outside the limit, so that a walk by free CPU does not
+    /// step over the thousands of nodes outside an attempt's few hundred ([`Self::cpu_index`]).
     scenario_cpu: BTreeSet<(i64, usize)>,
     /// Whether a node has MIG instances (their free count is read only there).
     has_mig: Vec<bool>,
@@ -1207,10 +1207,10 @@ impl<'s> ClusterState<'s> {
         } else if pod.asks_gpu() {
             // MIG instances only: the CPU order, every node alike.
             let range = self.cpu_index().range((pod.request.cpu, 0)..);
-            let kept = move |&(_, n): &(i64, usize)| self.in_scenario(n).then_some(n);
+            let node = |&(_, n): &(i64, usize)| n;
             match strategy {
-                Strategy::Binpack => Box::new(range.filter_map(kept)),
-                Strategy::Spread => Box::new(range.rev().filter_map(kept)),
+                Strategy::Binpack => Box::new(range.map(node)),
+                Strategy::Spread => Box::new(range.rev().map(node)),
             }
         } else {
             // KAI's `resourcetype` plugin scores a node without GPUs 10 for a pod asking none,
@@ -1218,6 +1218,7 @@ impl<'s> ClusterState<'s> {
             // GPU nodes, each in the strategy's order.
             let cpu = pod.request.cpu;
             let plain_nodes = move |&&(_, n): &&(i64, usize)| self.in_scenario(n);
+            // The share index below covers every node, so the limit is kept here too.
             let gpu_nodes =
                 move |&&(_, n): &&(i64, usize)| !self.cpu_only[n] && self.in_scenario(n);
             let node = |&(_, n): &(i64, usize)| n;
