@@ -13,7 +13,9 @@
 //!   check stops a second victim — the victim filter and the reclaimer's fair-share bound
 //!   usually stop it first — so `reclaim_never_takes_a_queue_more_than_one_victim_below_its_share`
 //!   in `cycle/reclaim_tests.rs` pins it on the review's traced example;)
-//! - no cycle takes a queue (or an ancestor) above its limit.
+//! - no cycle takes a queue (or an ancestor) above its limit;
+//! - a reclaim attempt that replays an earlier attempt's victims decides as one that ranks the
+//!   queues afresh.
 //!
 //! `PROPTEST_CASES` raises the number of cases (CI keeps the default).
 
@@ -22,6 +24,7 @@ use std::collections::BTreeMap;
 use kai_policy_compiler::check::check;
 use kai_policy_compiler::model::{Bound, Policy};
 use kai_policy_compiler::source::{SourceFile, SourceSet};
+use kai_scheduler::bench::{Shape, steady_cluster};
 use kai_scheduler::cluster::{Amounts, Node, Pod, PodGroup, Snapshot, Time};
 use kai_scheduler::cycle::{self, Cycle};
 use kai_scheduler::decision::{Decision, EvictReason};
@@ -243,6 +246,47 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64)
     ))]
+
+    /// A reclaim attempt takes its victim units from an earlier failed attempt with the same
+    /// candidates (`reclaim.rs: Sequence`) only where ranking the queues again would offer the
+    /// very same units: the cycle decides the same, in the same order, either way.
+    #[test]
+    fn victims_replayed_from_an_earlier_attempt_decide_as_ranked_afresh(
+        tree in tree(), specs in jobs(),
+    ) {
+        let (text, leaves) = kdl(&tree);
+        let policy = compile(&text);
+        let snapshot = snapshot(&leaves, &specs);
+        let run = |replay: bool| {
+            cycle::set_victim_replay(replay);
+            let result = cycle::run(&Cycle { snapshot: &snapshot, policy: &policy, now: NOW, usage: None });
+            cycle::set_victim_replay(true);
+            result.decisions
+        };
+        prop_assert_eq!(run(true), run(false), "{}", text);
+    }
+
+    /// The same on busy clusters (`bench --scenario steady`), where hundreds of attempts fail
+    /// between two that commit and most of them replay another's victims.
+    #[test]
+    fn victims_replayed_on_a_busy_cluster_decide_as_ranked_afresh(
+        nodes in 8usize..48, queues in 3usize..40, seed in any::<u64>(),
+    ) {
+        let shape = Shape { nodes, pods: nodes * 35, queues, seed };
+        let steady = steady_cluster(&shape).expect("a valid shape");
+        let run = |replay: bool| {
+            cycle::set_victim_replay(replay);
+            let result = cycle::run(&Cycle {
+                snapshot: &steady.snapshot,
+                policy: &steady.policy,
+                now: steady.now,
+                usage: None,
+            });
+            cycle::set_victim_replay(true);
+            result.decisions
+        };
+        prop_assert_eq!(run(true), run(false), "{:?}", shape);
+    }
 
     #[test]
     fn reclaim_and_preempt_keep_kai_guarantees(tree in tree(), specs in jobs()) {

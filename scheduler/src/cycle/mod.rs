@@ -24,6 +24,8 @@ pub use evict::STALE_GANG_GRACE_SECONDS;
 pub use filters::GPU_MEMORY_LABEL;
 pub use gang::{Gang, Unready};
 pub use jobs::Job;
+#[doc(hidden)]
+pub use reclaim::set_victim_replay;
 
 use kai_policy_compiler::fairshare::{self, Demand, FairShares};
 use kai_policy_compiler::model::{PerResource, Policy, Strategy};

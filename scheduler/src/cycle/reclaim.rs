@@ -52,6 +52,36 @@ struct Candidates<'p> {
     protected_left_out: bool,
 }
 
+thread_local! {
+    static VICTIM_REPLAY: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Turns off (and on again) taking victim units from an earlier attempt's [`Sequence`] on this
+/// thread: for tests that check the decisions are the same either way.
+pub fn set_victim_replay(on: bool) {
+    VICTIM_REPLAY.with(|r| r.set(on));
+}
+
+impl Candidates<'_> {
+    /// What an attempt's victim units depend on besides the allocation (see [`Sequence`]);
+    /// `None` where a leaf has elastic jobs.
+    fn sequence_key(&self) -> Option<SequenceKey> {
+        if !VICTIM_REPLAY.with(|r| r.get()) {
+            return None;
+        }
+        let mut leaves = Vec::new();
+        for (q, found) in self.by_leaf.iter().enumerate() {
+            if let Some((jobs, min)) = found {
+                if jobs.elastic {
+                    return None;
+                }
+                leaves.push((q, *min));
+            }
+        }
+        Some((leaves, self.honour_min_runtime))
+    }
+}
+
 /// One queue's jobs that reclaim may take from (preemptible, running when reclaim began).
 #[derive(Debug, Default)]
 struct PoolLeaf {
@@ -67,18 +97,50 @@ struct PoolLeaf {
 /// Jobs reclaim may take from, by leaf queue.
 type Pool = std::collections::BTreeMap<usize, PoolLeaf>;
 
-/// Leaf heads worked out by earlier attempts of this reclaim pass, by (leaf, min-runtime,
-/// whether min-runtimes are honoured), with how many of the leaf's jobs come before the head. A
-/// leaf's head depends only on its own jobs, which change only when an attempt commits (a failed
-/// attempt puts back all it took): the attempts of a busy cluster, most of which fail, then work
-/// out each leaf's head once, not once each.
+/// What earlier attempts of this reclaim pass worked out about the victims, kept until an
+/// attempt commits: nothing else changes the state in a pass (a failed attempt puts back all it
+/// took), and the attempts of a busy cluster mostly fail, so each is worked out once, not once
+/// per attempt.
 #[derive(Debug, Default)]
 struct KnownHeads {
+    /// Leaf heads by (leaf, min-runtime, whether min-runtimes are honoured), with how many of
+    /// the leaf's jobs come before the head: a leaf's head depends only on its own jobs.
     by_leaf: rustc_hash::FxHashMap<HeadKey, (usize, Option<Head>)>,
+    /// Victim units in the order attempts took them, by the candidates they were taken from.
+    sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
+}
+
+impl KnownHeads {
+    /// Forgets it all: an attempt has committed.
+    fn forget(&mut self) {
+        self.by_leaf.clear();
+        self.sequences.clear();
+    }
 }
 
 /// A leaf, the reclaim min-runtime that protects its jobs, and whether it is honoured.
 type HeadKey = (usize, Option<u64>, bool);
+
+/// An attempt's candidates: each victim leaf with the min-runtime that protects it, and whether
+/// min-runtimes are honoured.
+type SequenceKey = (Vec<(usize, Option<u64>)>, bool);
+
+/// The victim units an attempt took, in order, as the victim queue order offered them (before
+/// the checks of the attempt's own job: whether a victim may only move).
+///
+/// Which unit comes next depends on the candidates, the allocation the attempt began with, and
+/// the units taken so far, which leave the order whether they are evicted or placed again; not
+/// on the attempt's job, except through victims that may only move (an excluded side). So a
+/// later attempt with the same candidates, none of whose units so far may only move, is
+/// offered the same units, and takes them from here instead of ranking the queues again. Leaves
+/// of elastic jobs are left out: what a shrinking job gives next depends on what it still runs.
+#[derive(Debug, Default)]
+struct Sequence {
+    /// Each unit: its job and the pods that go.
+    units: Vec<(usize, Vec<usize>)>,
+    /// Whether the order offered no unit after them.
+    ended: bool,
+}
 
 /// A leaf's next victim unit (a job and the pods that go), and what it frees.
 #[derive(Debug, Clone)]
@@ -215,8 +277,14 @@ impl Context<'_> {
         let mut seen = 0;
         // What the victims popped that must move will take again somewhere.
         let mut moving = Amounts::default();
+        // The units taken up to the first that may only move, once `sequence` is given up.
+        let mut sequence_done: Option<Sequence> = None;
         // The reason given to the victims of each queue, made once per attempt.
         let mut reasons: Vec<Option<Rc<EvictReason>>> = vec![None; self.policy.queues.len()];
+        let key = candidates.sequence_key();
+        let mut sequence = key
+            .as_ref()
+            .map(|k| known.sequences.remove(k).unwrap_or_default());
         let mut next = |cx: &Self, popped: &[Victim]| loop {
             // Only the subtrees victims were just taken from rank differently.
             for v in &popped[seen..] {
@@ -233,20 +301,50 @@ impl Context<'_> {
                 }
             }
             seen = popped.len();
-            let (from, _) = cx.last_victim_queue(
-                &roots,
-                &candidates,
-                &excluded,
-                &released,
-                &at_start,
-                &mut heads,
-                known,
-            )?;
-            let head = heads.leaf[from].as_ref()?.as_ref()?;
-            let (job, pods) = (head.job, head.pods.clone());
+            // While `sequence` is kept, every unit taken so far is the one it holds at that
+            // place; `heads` then holds nothing from the units replayed (a cache only), so the
+            // order can be ranked again from any point.
+            let replayed = match &sequence {
+                Some(s) if seen < s.units.len() => Some(Some(s.units[seen].clone())),
+                Some(s) if s.ended => Some(None),
+                _ => None,
+            };
+            let (job, pods) = match replayed {
+                Some(unit) => {
+                    let unit = unit?;
+                    debug_assert!(cx.is_running(unit.0), "a replayed victim no longer runs");
+                    unit
+                }
+                None => {
+                    let unit = cx
+                        .last_victim_queue(
+                            &roots,
+                            &candidates,
+                            &excluded,
+                            &released,
+                            &at_start,
+                            &mut heads,
+                            known,
+                        )
+                        .and_then(|(from, _)| heads.leaf[from].clone()?)
+                        .map(|head| (head.job, head.pods));
+                    if let Some(s) = sequence.as_mut() {
+                        match &unit {
+                            Some(unit) => s.units.push(unit.clone()),
+                            None => s.ended = true,
+                        }
+                    }
+                    unit?
+                }
+            };
             let vq = *cx.jobs[job].queue.as_ref().ok()?;
             let (mine, theirs) = cx.leveled(leaf, vq);
             let must_move = !cx.fits_reclaim_strategy(mine, theirs, &request);
+            if must_move && let Some(s) = sequence.take() {
+                // What follows may depend on this attempt's job: the units so far are kept for
+                // later attempts, and this one goes on ranking the queues itself.
+                sequence_done = Some(s);
+            }
             // What that side holds only shrinks as victims go: none of it can be evicted now.
             // It may still be moved (KAI counts a moved victim as nothing taken), which helps
             // only while the room free beside the victims that must move can hold the gang.
@@ -280,7 +378,9 @@ impl Context<'_> {
             cx.release_until_fit(job, leaf, &pending, &mut next, &valid)
         });
         if done {
-            known.by_leaf.clear();
+            known.forget();
+        } else if let (Some(key), Some(s)) = (key, sequence.or(sequence_done)) {
+            known.sequences.insert(key, s);
         }
         (done, candidates.protected_left_out)
     }
