@@ -242,6 +242,14 @@ fn leveled(policy: &Policy, a: usize, b: usize) -> (usize, usize) {
     pair
 }
 
+/// One cycle's decisions, with reclaim's victim replay on or off.
+fn decisions(cycle: &Cycle, replay: bool) -> Vec<Decision> {
+    cycle::set_victim_replay(replay);
+    let result = cycle::run(cycle);
+    cycle::set_victim_replay(true);
+    result.decisions
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64)
@@ -257,13 +265,8 @@ proptest! {
         let (text, leaves) = kdl(&tree);
         let policy = compile(&text);
         let snapshot = snapshot(&leaves, &specs);
-        let run = |replay: bool| {
-            cycle::set_victim_replay(replay);
-            let result = cycle::run(&Cycle { snapshot: &snapshot, policy: &policy, now: NOW, usage: None });
-            cycle::set_victim_replay(true);
-            result.decisions
-        };
-        prop_assert_eq!(run(true), run(false), "{}", text);
+        let cycle = Cycle { snapshot: &snapshot, policy: &policy, now: NOW, usage: None };
+        prop_assert_eq!(decisions(&cycle, true), decisions(&cycle, false), "{}", text);
     }
 
     /// The same on busy clusters (`bench --scenario steady`), where hundreds of attempts fail
@@ -274,18 +277,13 @@ proptest! {
     ) {
         let shape = Shape { nodes, pods: nodes * 35, queues, seed };
         let steady = steady_cluster(&shape).expect("a valid shape");
-        let run = |replay: bool| {
-            cycle::set_victim_replay(replay);
-            let result = cycle::run(&Cycle {
-                snapshot: &steady.snapshot,
-                policy: &steady.policy,
-                now: steady.now,
-                usage: None,
-            });
-            cycle::set_victim_replay(true);
-            result.decisions
+        let cycle = Cycle {
+            snapshot: &steady.snapshot,
+            policy: &steady.policy,
+            now: steady.now,
+            usage: None,
         };
-        prop_assert_eq!(run(true), run(false), "{:?}", shape);
+        prop_assert_eq!(decisions(&cycle, true), decisions(&cycle, false), "{:?}", shape);
     }
 
     #[test]
