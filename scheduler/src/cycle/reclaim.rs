@@ -69,16 +69,21 @@ impl Candidates<'_> {
         if !VICTIM_REPLAY.with(|r| r.get()) {
             return None;
         }
-        let mut leaves = Vec::new();
+        let mut key = SequenceKey {
+            leaves: vec![0; self.by_leaf.len().div_ceil(64)],
+            min_runtimes: Vec::new(),
+            honour_min_runtime: self.honour_min_runtime,
+        };
         for (q, found) in self.by_leaf.iter().enumerate() {
             if let Some((jobs, min)) = found {
                 if jobs.elastic {
                     return None;
                 }
-                leaves.push((q, *min));
+                key.leaves[q / 64] |= 1 << (q % 64);
+                key.min_runtimes.extend(min.map(|m| (q, m)));
             }
         }
-        Some((leaves, self.honour_min_runtime))
+        Some(key)
     }
 }
 
@@ -121,9 +126,20 @@ impl KnownHeads {
 /// A leaf, the reclaim min-runtime that protects its jobs, and whether it is honoured.
 type HeadKey = (usize, Option<u64>, bool);
 
-/// An attempt's candidates: each victim leaf with the min-runtime that protects it, and whether
-/// min-runtimes are honoured.
-type SequenceKey = (Vec<(usize, Option<u64>)>, bool);
+/// An attempt's candidates: its victim leaves, the min-runtime that protects each (where one
+/// does), and whether min-runtimes are honoured. The leaves are a bit set: a pass keeps one key
+/// per set of candidates its attempts met, and with thousands of queues a list would be large.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SequenceKey {
+    leaves: Vec<u64>,
+    min_runtimes: Vec<(usize, u64)>,
+    honour_min_runtime: bool,
+}
+
+/// The most sequences a reclaim pass keeps between two commits: with every attempt's
+/// candidates different (a flat tree of many leaves, each reclaimer's own leaf left out of its
+/// candidates), memory stays bounded and later candidates are ranked afresh.
+const MAX_SEQUENCES: usize = 256;
 
 /// The victim units an attempt took, in order, as the victim queue order offered them (before
 /// the checks of the attempt's own job: whether a victim may only move).
@@ -379,7 +395,9 @@ impl Context<'_> {
         });
         if done {
             known.forget();
-        } else if let (Some(key), Some(s)) = (key, sequence.or(sequence_done)) {
+        } else if let (Some(key), Some(s)) = (key, sequence.or(sequence_done))
+            && known.sequences.len() < MAX_SEQUENCES
+        {
             known.sequences.insert(key, s);
         }
         (done, candidates.protected_left_out)
