@@ -107,7 +107,7 @@ type Pool = std::collections::BTreeMap<usize, PoolLeaf>;
 /// took), and the attempts of a busy cluster mostly fail, so each is worked out once, not once
 /// per attempt.
 #[derive(Debug, Default)]
-struct KnownHeads {
+struct KnownVictims {
     /// Leaf heads by (leaf, min-runtime, whether min-runtimes are honoured), with how many of
     /// the leaf's jobs come before the head: a leaf's head depends only on its own jobs.
     by_leaf: rustc_hash::FxHashMap<HeadKey, (usize, Option<Head>)>,
@@ -115,7 +115,7 @@ struct KnownHeads {
     sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
 }
 
-impl KnownHeads {
+impl KnownVictims {
     /// Forgets it all: an attempt has committed.
     fn forget(&mut self) {
         self.by_leaf.clear();
@@ -213,7 +213,7 @@ impl Context<'_> {
     pub fn reclaim(&mut self, unplaced: Vec<Unplaced>) -> Vec<Unplaced> {
         // Jobs that could be victims at all: preemptible, running (re-checked as victims go).
         let mut pool = self.victim_pool();
-        let mut known = KnownHeads::default();
+        let mut known = KnownVictims::default();
         let mut failed = super::evict::FailedJobs::default();
         self.in_queue_order(unplaced, |cx, mut u| {
             let Ok(leaf) = cx.jobs[u.job].queue else {
@@ -268,7 +268,7 @@ impl Context<'_> {
         request: &Quantities,
         pool: &Pool,
         honour_min_runtime: bool,
-        known: &mut KnownHeads,
+        known: &mut KnownVictims,
     ) -> (bool, bool) {
         let pending = self.gang_core(job);
         let candidates = self.reclaim_candidates(leaf, request, pool, honour_min_runtime);
@@ -777,7 +777,7 @@ impl Context<'_> {
         released: &[Quantities],
         at_start: &QueueUse,
         heads: &mut Heads,
-        known: &mut KnownHeads,
+        known: &mut KnownVictims,
     ) -> Option<(usize, Quantities)> {
         let mut last: Option<(OrderKey, (usize, Quantities))> = None;
         for &c in siblings
