@@ -293,8 +293,9 @@ impl Context<'_> {
         let mut seen = 0;
         // What the victims popped that must move will take again somewhere.
         let mut moving = Amounts::default();
-        // The units taken up to the first that may only move, once `sequence` is given up.
-        let mut sequence_done: Option<Sequence> = None;
+        // Whether a unit has come that may only move for this attempt's job: from there the
+        // attempt ranks the queues itself, and `sequence` is neither followed nor extended.
+        let mut own_order = false;
         // The reason given to the victims of each queue, made once per attempt.
         let mut reasons: Vec<Option<Rc<EvictReason>>> = vec![None; self.policy.queues.len()];
         let key = candidates.sequence_key();
@@ -317,21 +318,18 @@ impl Context<'_> {
                 }
             }
             seen = popped.len();
-            // While `sequence` is kept, every unit taken so far is the one it holds at that
-            // place; `heads` then holds nothing from the units replayed (a cache only), so the
-            // order can be ranked again from any point.
-            let replayed = match &sequence {
-                Some(s) if seen < s.units.len() => Some(Some(s.units[seen].clone())),
-                Some(s) if s.ended => Some(None),
-                _ => None,
-            };
-            let (job, pods) = match replayed {
-                Some(unit) => {
-                    let unit = unit?;
+            // While the attempt follows `sequence`, every unit taken so far is the one it holds
+            // at that place; `heads` then holds nothing from the units replayed (a cache only),
+            // so the order can be ranked again from any point.
+            let following = sequence.as_mut().filter(|_| !own_order);
+            let unit = match following {
+                Some(s) if seen < s.units.len() => {
+                    let unit = s.units[seen].clone();
                     debug_assert!(cx.is_running(unit.0), "a replayed victim no longer runs");
-                    unit
+                    Some(unit)
                 }
-                None => {
+                Some(s) if s.ended => None,
+                following => {
                     let unit = cx
                         .last_victim_queue(
                             &roots,
@@ -344,23 +342,22 @@ impl Context<'_> {
                         )
                         .and_then(|(from, _)| heads.leaf[from].clone()?)
                         .map(|head| (head.job, head.pods));
-                    if let Some(s) = sequence.as_mut() {
+                    if let Some(s) = following {
                         match &unit {
                             Some(unit) => s.units.push(unit.clone()),
                             None => s.ended = true,
                         }
                     }
-                    unit?
+                    unit
                 }
             };
+            let (job, pods) = unit?;
             let vq = *cx.jobs[job].queue.as_ref().ok()?;
             let (mine, theirs) = cx.leveled(leaf, vq);
             let must_move = !cx.fits_reclaim_strategy(mine, theirs, &request);
-            if must_move && let Some(s) = sequence.take() {
-                // What follows may depend on this attempt's job: the units so far are kept for
-                // later attempts, and this one goes on ranking the queues itself.
-                sequence_done = Some(s);
-            }
+            // What follows may depend on this attempt's job: the units so far stay for later
+            // attempts.
+            own_order |= must_move;
             // What that side holds only shrinks as victims go: none of it can be evicted now.
             // It may still be moved (KAI counts a moved victim as nothing taken), which helps
             // only while the room free beside the victims that must move can hold the gang.
@@ -395,7 +392,7 @@ impl Context<'_> {
         });
         if done {
             known.forget();
-        } else if let (Some(key), Some(s)) = (key, sequence.or(sequence_done))
+        } else if let (Some(key), Some(s)) = (key, sequence)
             && known.sequences.len() < MAX_SEQUENCES
         {
             known.sequences.insert(key, s);
