@@ -40,7 +40,34 @@ pub(crate) struct Victim {
     /// it was taken. Moving keeps the queue's allocation whole (KAI's consolidating reclaim);
     /// evicting it passes only if reclaim's final check, with the others' moves, allows it.
     pub must_move: bool,
+    /// Whether it is the unit reclaim's recorded victim order holds at this place, taken as an
+    /// earlier attempt took it (not on condition that it moves): a [`Trail`] holds only while
+    /// every unit of the attempt is.
+    pub in_sequence: bool,
 }
+
+/// What the victims of earlier attempts did, step by step: whether each unit went before the
+/// gang and, if it did, where its job's pods were placed again. An attempt's state at a step
+/// depends only on the state it began in, the units it took and which of them went before the
+/// gang (the gang itself is only tried, never placed, until the attempt ends); so an attempt of
+/// the same reclaim pass (nothing committed since) that takes the same units with the same
+/// judgements so far is where the recording attempt was, and reads where a unit goes instead of
+/// searching the nodes again.
+#[derive(Debug, Default)]
+pub(crate) struct Trail {
+    steps: Vec<Step>,
+}
+
+/// One victim unit's step of a [`Trail`].
+#[derive(Debug)]
+struct Step {
+    before: bool,
+    /// For a unit that went before the gang: where its job's pods were placed again.
+    placed: Placed,
+}
+
+/// The slots a victim job's pods were given when placed again (`None`: they found none).
+type Placed = Option<Vec<(usize, Slot)>>;
 
 /// Jobs that reclaim (or preempt) could not help, one per queue and placement constraints: a
 /// later job of that queue is tried only if it is easier to place (KAI's
@@ -145,6 +172,11 @@ impl FailedJobs {
     }
 }
 
+/// Whether `to` gives each pod of `from` the very slot it had there, and no other pod.
+fn same_slots(to: &[(usize, Slot)], from: &[(usize, Slot)]) -> bool {
+    to.len() == from.len() && to.iter().all(|t| from.contains(t))
+}
+
 /// A victim released tentatively, with the slots its pods held.
 type Released = (Victim, Vec<(usize, Slot)>);
 
@@ -237,10 +269,11 @@ impl Context<'_> {
                 pods,
                 reason: Some(reason),
                 must_move: false,
+                in_sequence: false,
             })
         };
         self.within_solver_nodes(job, |cx| {
-            cx.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+            cx.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true, None)
         })
     }
 
@@ -530,14 +563,20 @@ impl Context<'_> {
         out
     }
 
+    /// Whether KAI's eviction solvers place a preemptor's victims again on some nodes only
+    /// ([`Self::scenario_nodes`]): where every pod of the job asks for GPUs.
+    pub(crate) fn limits_solver_nodes(&self, job: usize) -> bool {
+        let pods = &self.jobs[job].pods;
+        pods.iter().all(|&p| self.snapshot.pods[p].asks_gpu())
+    }
+
     /// The nodes KAI's eviction solvers place on for a preemptor `job`, before any victim's
     /// node is added: `None` (every node) when some pod of the job asks no GPU, otherwise the
     /// nodes with GPUs idle or being released, pods terminating before the cycle among them
     /// (`common/feasible_nodes.go: FeasibleNodesForJob`). It matters for the victims placed
     /// again that ask no GPU: they may not go to a node without such GPUs that no victim left.
     pub(crate) fn scenario_nodes(&self, job: usize) -> Option<Vec<bool>> {
-        let pods = &self.jobs[job].pods;
-        if pods.iter().any(|&p| !self.snapshot.pods[p].asks_gpu()) {
+        if !self.limits_solver_nodes(job) {
             return None;
         }
         let mut nodes: Vec<bool> = (0..self.state.len())
@@ -556,7 +595,8 @@ impl Context<'_> {
     /// Releases victims one unit at a time, each from `next(context, released so far)`, until
     /// the pods `pending` fit; keeps every earlier victim the gang can do without; then, if
     /// `valid(context, needed)` accepts the victims, commits the evictions and nominates the
-    /// pods onto the room. Otherwise, or if the gang never fits, puts everything back.
+    /// pods onto the room. Otherwise, or if the gang never fits, puts everything back. Where
+    /// victims go before the gang is read from `trail` while it holds, and recorded there.
     pub(crate) fn release_until_fit(
         &mut self,
         job: usize,
@@ -564,6 +604,7 @@ impl Context<'_> {
         pending: &[usize],
         next: &mut dyn FnMut(&Self, &[Victim]) -> Option<Victim>,
         valid: &dyn Fn(&Self, &[Victim]) -> bool,
+        mut trail: Option<&mut Trail>,
     ) -> bool {
         let request = request_of(self.snapshot, pending);
         let plan = Plan::for_job(self.policy, leaf, &self.jobs[job], request.gpu > 0);
@@ -586,7 +627,45 @@ impl Context<'_> {
                 break;
             };
             popped.push(victim.clone());
-            let freed = self.release(&victim);
+            // The pods leave their slots and the victim its queue's allocation; the room is
+            // freed below, once it is known whether the unit goes straight back onto it.
+            let freed = self.take_slots(&victim);
+            let before = victim.reason.is_some()
+                && self.goes_before(victim.job, &victim.pods, job, leaf, pending);
+            // The trail holds from its start up to here: this step's is reused if it judged the
+            // unit alike; otherwise this attempt's steps replace it from here.
+            let step = popped.len() - 1;
+            if !victim.in_sequence {
+                trail = None;
+            }
+            let known = trail.as_deref_mut().and_then(|t| match t.steps.get(step) {
+                Some(s) if s.before == before => Some(s.placed.clone()),
+                _ => {
+                    t.steps.truncate(step);
+                    if !before {
+                        t.steps.push(Step {
+                            before,
+                            placed: None,
+                        });
+                    }
+                    None
+                }
+            });
+            // A unit the trail places again on the very slots it left, alone of its job in this
+            // attempt, would free its room only to take it again: it keeps it (debug builds free
+            // it and search, checking the trail).
+            let of_job = |v: &Victim| v.job == victim.job;
+            let held = before
+                && !cfg!(debug_assertions)
+                && matches!(&known, Some(Some(to)) if same_slots(to, &freed))
+                && freed.iter().all(|&(p, _)| {
+                    !self.unpipelined[p] && !self.bound_now[p] && !self.is_releasing[p]
+                })
+                && !released.iter().chain(&early_failed).any(|(v, _)| of_job(v))
+                && !early.iter().any(|(v, _, _)| of_job(v));
+            if !held {
+                self.free_room(&freed);
+            }
             // KAI's solver adds each victim's node to the nodes it places on.
             for (_, slot) in &freed {
                 self.state.allow(slot.node);
@@ -598,8 +677,6 @@ impl Context<'_> {
             // pod of it the victims taken so far hold: the job's units taken earlier in this
             // attempt go where this latest one goes. Those placed again before the gang are
             // taken back first (their room, given again, is free once more).
-            let before = victim.reason.is_some()
-                && self.goes_before(victim.job, &victim.pods, job, leaf, pending);
             let back = self.take_back_early(&mut early, &mut early_failed, victim.job);
             let mut units: Vec<Released> = Vec::with_capacity(back.len() + 1);
             for (unit, to) in back {
@@ -613,7 +690,13 @@ impl Context<'_> {
                 units.push((victim, freed));
                 // Marked moved, even back on its own node, so this attempt does not take those
                 // pods again.
-                let (gone, stay) = self.move_job(units, true);
+                let known = known.map(|to| (to, held));
+                let (gone, stay, placed) = self.move_job(units, true, known);
+                if let Some(t) = trail.as_deref_mut()
+                    && t.steps.len() == step
+                {
+                    t.steps.push(Step { before, placed });
+                }
                 if let Some((_, _, to)) = &gone {
                     for (p, _) in to {
                         self.running_pods.set_early(*p, true);
@@ -931,7 +1014,7 @@ impl Context<'_> {
                 }
             }
             let units = jobs.remove(next);
-            let (gone, stay) = self.move_job(units, false);
+            let (gone, stay, _) = self.move_job(units, false, None);
             moved.extend(gone);
             evicted.extend(stay);
         }
@@ -964,15 +1047,18 @@ impl Context<'_> {
     /// the first of them in KAI's task order, as many as [`Self::placed_back`] says; a PodGroup
     /// with sub-groups all of them.
     /// With `always_moved`, a pod that lands on its own node counts as moved too (no victim
-    /// again in this attempt). Returns the pods placed, as a move, and the ones to evict.
+    /// again in this attempt). Where the pods go is `known` when a [`Trail`] holds it, with
+    /// whether they still hold that room. Returns the pods placed, as a move, the ones to
+    /// evict, and the slots the pods were given.
     fn move_job(
         &mut self,
         units: Vec<Released>,
         always_moved: bool,
-    ) -> (Option<Moved>, Vec<Released>) {
+        known: Option<(Placed, bool)>,
+    ) -> (Option<Moved>, Vec<Released>, Placed) {
         let v = units[0].0.job;
         let (Some(_), Ok(vq)) = (&units[0].0.reason, &self.jobs[v].queue) else {
-            return (None, units);
+            return (None, units, None);
         };
         let vq = *vq;
         // Every pod released of the job, with its slot and whether it may only move.
@@ -990,10 +1076,12 @@ impl Context<'_> {
             Some(_) => all.len(),
             None => self.placed_back(v, all.len()),
         };
-        let to = match count {
-            0 => None,
-            n => self.place_again(v, vq, &all[..n]),
+        let to = match (count, known) {
+            (0, _) => None,
+            (n, None) => self.place_again(v, vq, &all[..n]),
+            (n, Some((known, held))) => self.place_as_known(v, vq, &all[..n], known, held),
         };
+        let placed = to.clone();
         let mut to = to.unwrap_or_default();
         let reason = units[0].0.reason.clone();
         let unit = |pods: &[(usize, Slot, bool)]| Victim {
@@ -1001,6 +1089,7 @@ impl Context<'_> {
             pods: pods.iter().map(|&(p, _, _)| p).collect(),
             reason: reason.clone(),
             must_move: pods.iter().any(|&(_, _, m)| m),
+            in_sequence: false,
         };
         let slots = |pods: &[(usize, Slot, bool)]| -> Vec<(usize, Slot)> {
             pods.iter().map(|(p, slot, _)| (*p, slot.clone())).collect()
@@ -1014,7 +1103,7 @@ impl Context<'_> {
             vec![(unit(&stay), slots(&stay))]
         };
         if gone.is_empty() {
-            return (None, evicted);
+            return (None, evicted, placed);
         }
         to.sort_by_key(|(p, _)| gone.iter().position(|(q, _, _)| q == p));
         for ((p, from, _), (_, to)) in gone.iter().zip(&to) {
@@ -1027,7 +1116,7 @@ impl Context<'_> {
             }
         }
         // `place_again` has given the queue its allocation back.
-        (Some((unit(&gone), slots(&gone), to)), evicted)
+        (Some((unit(&gone), slots(&gone), to)), evicted, placed)
     }
 
     /// How many of `released` pods of victim job `v` (no PodGroup sub-groups) KAI's solver
@@ -1056,6 +1145,35 @@ impl Context<'_> {
         let plan = Plan::for_job(self.policy, queue, &self.jobs[job], request.gpu > 0);
         let to = try_place_gang(self.state, self.snapshot, pods, &plan)?;
         // Placed now, they count towards the limits the next pod is checked against.
+        self.used
+            .add(self.policy, queue, request, self.jobs[job].preemptible, 1);
+        Some(to)
+    }
+
+    /// [`Self::place_again`] where a [`Trail`] says where the pods go, in the state the search
+    /// found them there: the pods take those slots (unless they still hold that room,
+    /// `held`), no search made. Debug builds search all the same and check that it finds them
+    /// there.
+    fn place_as_known(
+        &mut self,
+        job: usize,
+        queue: usize,
+        pods: &[usize],
+        known: Placed,
+        held: bool,
+    ) -> Placed {
+        if cfg!(debug_assertions) {
+            let found = self.place_again(job, queue, pods);
+            assert_eq!(found, known, "a trail's step is not what the search finds");
+            return found;
+        }
+        let to = known?;
+        if !held {
+            for (p, slot) in &to {
+                self.state.take(slot, &self.snapshot.pods[*p]);
+            }
+        }
+        let request = request_of(self.snapshot, pods);
         self.used
             .add(self.policy, queue, request, self.jobs[job].preemptible, 1);
         Some(to)
@@ -1290,6 +1408,31 @@ impl Context<'_> {
         freed
     }
 
+    /// [`Self::release`] but for the room: the pods leave their slots, the victim its queue's
+    /// allocation; [`Self::free_room`] frees what they held.
+    fn take_slots(&mut self, victim: &Victim) -> Vec<(usize, Slot)> {
+        let freed = victim
+            .pods
+            .iter()
+            .filter_map(|&p| Some((p, self.take_slot(p)?)))
+            .collect();
+        self.account(victim, -1);
+        freed
+    }
+
+    /// Frees the room of pods [`Self::take_slots`] took off their slots, as they held it (a pod
+    /// allocate bound in this cycle is not counted as pipelined there).
+    fn free_room(&mut self, freed: &[(usize, Slot)]) {
+        for (p, slot) in freed {
+            let pod = &self.snapshot.pods[*p];
+            if self.unpipelined[*p] {
+                self.state.release_unpipelined(slot, pod);
+            } else {
+                self.state.release(slot, pod);
+            }
+        }
+    }
+
     /// Un-places a tentative gang placement.
     pub(crate) fn give_back(&mut self, slots: &[(usize, Slot)]) {
         for (p, slot) in slots.iter().rev() {
@@ -1378,9 +1521,10 @@ impl Context<'_> {
                 pods: vec![p],
                 reason: None,
                 must_move: false,
+                in_sequence: false,
             })
         };
-        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true)
+        self.release_until_fit(job, leaf, &pending, &mut next, &|_, _| true, None)
     }
 
     /// Whether a job is stale (KAI's `PodGroupInfo.IsStale`, success aside): some of its pods

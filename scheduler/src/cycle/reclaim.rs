@@ -29,7 +29,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
 use super::allocate::{Context, Unplaced};
-use super::evict::Victim;
+use super::evict::{Trail, Victim};
 use super::jobs::{request_of, room_of};
 use super::kai::{
     OrderKey, Quantities, Share, Side, add, compare_keys, each, less_equal, quantities,
@@ -113,6 +113,9 @@ struct KnownVictims {
     by_leaf: rustc_hash::FxHashMap<HeadKey, (usize, Option<Head>)>,
     /// Victim units in the order attempts took them, by the candidates they were taken from.
     sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
+    /// What those units did, by the candidates and whether the solver's nodes were limited
+    /// (the victims of a job asking GPUs in every pod are placed again only on some nodes).
+    trails: rustc_hash::FxHashMap<(SequenceKey, bool), Trail>,
 }
 
 impl KnownVictims {
@@ -120,6 +123,7 @@ impl KnownVictims {
     fn forget(&mut self) {
         self.by_leaf.clear();
         self.sequences.clear();
+        self.trails.clear();
     }
 }
 
@@ -302,6 +306,10 @@ impl Context<'_> {
         let mut sequence = key
             .as_ref()
             .map(|k| known.sequences.remove(k).unwrap_or_default());
+        let trail_key = key.clone().map(|k| (k, self.limits_solver_nodes(job)));
+        let mut trail = trail_key
+            .as_ref()
+            .map(|k| known.trails.remove(k).unwrap_or_default());
         let mut next = |cx: &Self, popped: &[Victim]| loop {
             // Only the subtrees victims were just taken from rank differently.
             for v in &popped[seen..] {
@@ -318,6 +326,7 @@ impl Context<'_> {
                 }
             }
             seen = popped.len();
+            let in_sequence = sequence.is_some() && !own_order;
             // While the attempt follows `sequence`, every unit taken so far is the one it holds
             // at that place; `heads` then holds nothing from the units replayed (a cache only),
             // so the order can be ranked again from any point.
@@ -380,6 +389,7 @@ impl Context<'_> {
                 pods,
                 reason: Some(reason),
                 must_move,
+                in_sequence: in_sequence && !must_move,
             });
         };
         let preemptible = self.jobs[job].preemptible;
@@ -388,7 +398,7 @@ impl Context<'_> {
                 && cx.within_boundaries(leaf, &request, preemptible, victims)
         };
         let done = self.within_solver_nodes(job, |cx| {
-            cx.release_until_fit(job, leaf, &pending, &mut next, &valid)
+            cx.release_until_fit(job, leaf, &pending, &mut next, &valid, trail.as_mut())
         });
         if done {
             known.forget();
@@ -396,6 +406,9 @@ impl Context<'_> {
             && known.sequences.len() < MAX_SEQUENCES
         {
             known.sequences.insert(key, s);
+            if let (Some(k), Some(t)) = (trail_key, trail) {
+                known.trails.insert(k, t);
+            }
         }
         (done, candidates.protected_left_out)
     }
