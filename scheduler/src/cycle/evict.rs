@@ -642,12 +642,6 @@ impl Context<'_> {
                 Some(s) if s.before == before => Some(s.placed.clone()),
                 _ => {
                     t.steps.truncate(step);
-                    if !before {
-                        t.steps.push(Step {
-                            before,
-                            placed: None,
-                        });
-                    }
                     None
                 }
             });
@@ -678,6 +672,8 @@ impl Context<'_> {
             // attempt go where this latest one goes. Those placed again before the gang are
             // taken back first (their room, given again, is free once more).
             let back = self.take_back_early(&mut early, &mut early_failed, victim.job);
+            // Where the job's pods were placed again, if the unit went before the gang.
+            let mut placed = None;
             let mut units: Vec<Released> = Vec::with_capacity(back.len() + 1);
             for (unit, to) in back {
                 if let Some(nodes) = freed_since.as_mut() {
@@ -691,12 +687,8 @@ impl Context<'_> {
                 // Marked moved, even back on its own node, so this attempt does not take those
                 // pods again.
                 let known = known.map(|to| (to, held));
-                let (gone, stay, placed) = self.move_job(units, true, known);
-                if let Some(t) = trail.as_deref_mut()
-                    && t.steps.len() == step
-                {
-                    t.steps.push(Step { before, placed });
-                }
+                let (gone, stay, to) = self.move_job(units, true, known);
+                placed = to;
                 if let Some((_, _, to)) = &gone {
                     for (p, _) in to {
                         self.running_pods.set_early(*p, true);
@@ -716,6 +708,11 @@ impl Context<'_> {
                         .iter()
                         .position(|u| v.pods.iter().any(|p| u.pods.contains(p)))
                 });
+            }
+            if let Some(t) = trail.as_deref_mut()
+                && t.steps.len() == step
+            {
+                t.steps.push(Step { before, placed });
             }
             // Limits and non-preemptible quota are judged now, with the victims gone: allocate
             // has placed other jobs since this one was first admitted.
@@ -1398,13 +1395,8 @@ impl Context<'_> {
     /// Takes a victim's pods off their nodes (and its allocation off its queue); returns the
     /// slots they held.
     fn release(&mut self, victim: &Victim) -> Vec<(usize, Slot)> {
-        let mut freed = Vec::new();
-        for &p in &victim.pods {
-            if let Some(slot) = self.take_off(p) {
-                freed.push((p, slot));
-            }
-        }
-        self.account(victim, -1);
+        let freed = self.take_slots(victim);
+        self.free_room(&freed);
         freed
     }
 
