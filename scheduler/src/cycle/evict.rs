@@ -428,10 +428,26 @@ impl Context<'_> {
         leaf: usize,
         pending: &[usize],
     ) -> bool {
+        self.goes_before_with(v, moved, job, leaf, pending, &mut None)
+    }
+
+    /// [`Self::goes_before`], with the preemptor's side of the comparison (its queue's waiting
+    /// jobs up to it) kept in `heads` between calls for one preemptor: only a victim of the
+    /// preemptor's own queue can change it, and one forgets it.
+    fn goes_before_with(
+        &self,
+        v: usize,
+        moved: &[usize],
+        job: usize,
+        leaf: usize,
+        pending: &[usize],
+        heads: &mut Option<Vec<Quantities>>,
+    ) -> bool {
         let Ok(vq) = self.jobs[v].queue else {
             return false;
         };
         if vq == leaf {
+            *heads = None;
             if self.is_elastic(v) && self.jobs[v].gang.is_none() {
                 return self.jobs[v].priority > self.jobs[job].priority;
             }
@@ -443,7 +459,7 @@ impl Context<'_> {
         // with its next job. The victim goes first if its queue reaches it before the
         // preemptor's queue reaches the preemptor.
         let theirs_jobs = self.heads_up_to(vq, v, moved);
-        let mine_jobs = self.heads_up_to(leaf, job, pending);
+        let mine_jobs = heads.get_or_insert_with(|| self.heads_up_to(leaf, job, pending));
         let side = |queue: usize, job: Quantities| Side {
             queue,
             job,
@@ -622,6 +638,8 @@ impl Context<'_> {
         // them every victim leads to a full attempt.
         let mut freed_since: Option<Vec<usize>> = None;
         let terms = self.state.tracks_inter_pod_terms();
+        // The gang's side in `goes_before`, worked out once.
+        let mut mine_heads = None;
         while popped.len() < MAX_VICTIMS {
             let Some(victim) = next(self, &popped) else {
                 break;
@@ -631,7 +649,14 @@ impl Context<'_> {
             // freed below, once it is known whether the unit goes straight back onto it.
             let freed = self.take_slots(&victim);
             let before = victim.reason.is_some()
-                && self.goes_before(victim.job, &victim.pods, job, leaf, pending);
+                && self.goes_before_with(
+                    victim.job,
+                    &victim.pods,
+                    job,
+                    leaf,
+                    pending,
+                    &mut mine_heads,
+                );
             // The trail holds from its start up to here: this step's is reused if it judged the
             // unit alike; otherwise this attempt's steps replace it from here.
             let step = popped.len() - 1;
