@@ -1068,9 +1068,12 @@ impl<'s> ClusterState<'s> {
     /// places the preemptor and its victims again only on the preemptor's feasible nodes and
     /// the victims' nodes (KAI's `FeasibleNodesForJob`, `byPodSolver.updateFeasibleNodes`).
     pub fn limit_to(&mut self, nodes: Vec<bool>) {
-        self.scenario_cpu = (0..nodes.len())
-            .filter(|&n| nodes[n] && self.schedulable[n])
-            .map(|n| (self.keys(n, false).cpu, n))
+        // `by_cpu` holds every schedulable node, in order: the subset needs no sort.
+        self.scenario_cpu = self
+            .by_cpu
+            .iter()
+            .filter(|&&(_, n)| nodes[n])
+            .copied()
             .collect();
         self.scenario = Some(nodes);
     }
