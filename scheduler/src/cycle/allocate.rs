@@ -248,13 +248,19 @@ impl Context<'_> {
     /// this cycle is not counted as pipelined there); returns its slot.
     pub(crate) fn take_off(&mut self, pod: usize) -> Option<Slot> {
         let slot = self.take_slot(pod)?;
+        self.free_slot(pod, &slot);
+        Some(slot)
+    }
+
+    /// Frees the room a pod taken off `slot` held there, as it held it (a pod allocate bound in
+    /// this cycle is not counted as pipelined there).
+    pub(crate) fn free_slot(&mut self, pod: usize, slot: &Slot) {
         let p = &self.snapshot.pods[pod];
         if self.unpipelined[pod] {
-            self.state.release_unpipelined(&slot, p);
+            self.state.release_unpipelined(slot, p);
         } else {
-            self.state.release(&slot, p);
+            self.state.release(slot, p);
         }
-        Some(slot)
     }
 
     /// Puts a pod [`Self::take_off`] took back on its slot, holding its room as before.

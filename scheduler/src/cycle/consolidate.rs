@@ -121,7 +121,7 @@ impl Context<'_> {
                 .collect();
             // A job is placed again once, every pod taken from it together: its earlier units
             // go where its latest one goes.
-            let first = self.goes_before(v, &moved, job, leaf, &pending);
+            let first = self.goes_before(v, &moved, job, leaf, &pending, &mut None);
             ahead.resize(released.len(), first);
             for (a, _) in ahead.iter_mut().zip(&released).filter(|(_, r)| r.2 == v) {
                 *a = first;

@@ -420,21 +420,11 @@ impl Context<'_> {
     /// minimum, as the preemptor is, so it is ahead when its priority is higher, or as high and
     /// it is older; a plain elastic job gives its pods above its minimum one at a time, so it
     /// stays at its minimum and is ahead only with a higher priority.
+    ///
+    /// The preemptor's side of the comparison (its queue's waiting jobs up to it) is kept in
+    /// `heads` between calls for one preemptor (`&mut None` for a single judgement): only a
+    /// victim of the preemptor's own queue can change it, and one forgets it.
     pub(crate) fn goes_before(
-        &self,
-        v: usize,
-        moved: &[usize],
-        job: usize,
-        leaf: usize,
-        pending: &[usize],
-    ) -> bool {
-        self.goes_before_with(v, moved, job, leaf, pending, &mut None)
-    }
-
-    /// [`Self::goes_before`], with the preemptor's side of the comparison (its queue's waiting
-    /// jobs up to it) kept in `heads` between calls for one preemptor: only a victim of the
-    /// preemptor's own queue can change it, and one forgets it.
-    fn goes_before_with(
         &self,
         v: usize,
         moved: &[usize],
@@ -649,7 +639,7 @@ impl Context<'_> {
             // freed below, once it is known whether the unit goes straight back onto it.
             let freed = self.take_slots(&victim);
             let before = victim.reason.is_some()
-                && self.goes_before_with(
+                && self.goes_before(
                     victim.job,
                     &victim.pods,
                     job,
@@ -1061,7 +1051,7 @@ impl Context<'_> {
                 .flat_map(|(u, _)| u.pods.iter().copied())
                 .collect()
         };
-        self.goes_before(va, &pods(a), vb, *qb, &pods(b))
+        self.goes_before(va, &pods(a), vb, *qb, &pods(b), &mut None)
     }
 
     /// Places released pods of one victim job (`units`) again where they fit, all or none, as
@@ -1437,16 +1427,10 @@ impl Context<'_> {
         freed
     }
 
-    /// Frees the room of pods [`Self::take_slots`] took off their slots, as they held it (a pod
-    /// allocate bound in this cycle is not counted as pipelined there).
+    /// Frees the room of pods [`Self::take_slots`] took off their slots.
     fn free_room(&mut self, freed: &[(usize, Slot)]) {
         for (p, slot) in freed {
-            let pod = &self.snapshot.pods[*p];
-            if self.unpipelined[*p] {
-                self.state.release_unpipelined(slot, pod);
-            } else {
-                self.state.release(slot, pod);
-            }
+            self.free_slot(*p, slot);
         }
     }
 

@@ -113,9 +113,6 @@ struct KnownVictims {
     by_leaf: rustc_hash::FxHashMap<HeadKey, (usize, Option<Head>)>,
     /// Victim units in the order attempts took them, by the candidates they were taken from.
     sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
-    /// What those units did, by the candidates and whether the solver's nodes were limited
-    /// (the victims of a job asking GPUs in every pod are placed again only on some nodes).
-    trails: rustc_hash::FxHashMap<(SequenceKey, bool), Trail>,
 }
 
 impl KnownVictims {
@@ -123,7 +120,6 @@ impl KnownVictims {
     fn forget(&mut self) {
         self.by_leaf.clear();
         self.sequences.clear();
-        self.trails.clear();
     }
 }
 
@@ -160,6 +156,9 @@ struct Sequence {
     units: Vec<(usize, Vec<usize>)>,
     /// Whether the order offered no unit after them.
     ended: bool,
+    /// What the units did, by whether the solver's nodes were limited (the victims of a job
+    /// asking GPUs in every pod are placed again only on some nodes): indexed by that `bool`.
+    trails: [Trail; 2],
 }
 
 /// A leaf's next victim unit (a job and the pods that go), and what it frees.
@@ -306,10 +305,11 @@ impl Context<'_> {
         let mut sequence = key
             .as_ref()
             .map(|k| known.sequences.remove(k).unwrap_or_default());
-        let trail_key = key.clone().map(|k| (k, self.limits_solver_nodes(job)));
-        let mut trail = trail_key
-            .as_ref()
-            .map(|k| known.trails.remove(k).unwrap_or_default());
+        // Taken out while the attempt runs: the victim order below borrows the sequence.
+        let limited = usize::from(self.limits_solver_nodes(job));
+        let mut trail = sequence
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.trails[limited]));
         let mut next = |cx: &Self, popped: &[Victim]| loop {
             // Only the subtrees victims were just taken from rank differently.
             for v in &popped[seen..] {
@@ -326,11 +326,11 @@ impl Context<'_> {
                 }
             }
             seen = popped.len();
-            let in_sequence = sequence.is_some() && !own_order;
             // While the attempt follows `sequence`, every unit taken so far is the one it holds
             // at that place; `heads` then holds nothing from the units replayed (a cache only),
             // so the order can be ranked again from any point.
             let following = sequence.as_mut().filter(|_| !own_order);
+            let in_sequence = following.is_some();
             let unit = match following {
                 Some(s) if seen < s.units.len() => {
                     let unit = s.units[seen].clone();
@@ -402,13 +402,11 @@ impl Context<'_> {
         });
         if done {
             known.forget();
-        } else if let (Some(key), Some(s)) = (key, sequence)
+        } else if let (Some(key), Some(mut s), Some(t)) = (key, sequence, trail)
             && known.sequences.len() < MAX_SEQUENCES
         {
+            s.trails[limited] = t;
             known.sequences.insert(key, s);
-            if let (Some(k), Some(t)) = (trail_key, trail) {
-                known.trails.insert(k, t);
-            }
         }
         (done, candidates.protected_left_out)
     }
