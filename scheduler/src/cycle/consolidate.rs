@@ -194,6 +194,7 @@ impl Context<'_> {
         for &i in &order {
             let (p, ref from, _) = released[i];
             let pod = &self.snapshot.pods[p];
+            self.state.settle();
             let on = |m: usize| {
                 self.state
                     .devices_on_candidate(m, pod, strategy)

@@ -342,6 +342,7 @@ fn attempt(
     for &p in order {
         let pod = &snapshot.pods[p];
         let domain = at.nodes;
+        state.settle();
         let chosen = match at.scores {
             None => choose(state, pod, plan, domain, &gpus_on, None),
             // KAI's topology score outweighs every other preference: the best-scored nodes

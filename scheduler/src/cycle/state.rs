@@ -58,8 +58,18 @@ struct Held {
     whole: u32,
 }
 
+/// Whether a node's changes are not yet in the indexes ([`ClusterState::settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Unsettled {
+    No,
+    /// Free amounts changed, no GPU device among them.
+    Amounts,
+    /// GPU devices changed too.
+    Devices,
+}
+
 /// A node's keys in the indexes: what ranks it, counting what pods being deleted hold there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Keys {
     whole: u32,
     cpu: i64,
@@ -199,6 +209,16 @@ pub struct ClusterState<'s> {
     /// index): `by_cpu` less the nodes outside the limit, so that a walk by free CPU does not
     /// step over the thousands of nodes outside an attempt's few hundred ([`Self::cpu_index`]).
     scenario_cpu: BTreeSet<(i64, usize)>,
+    /// Per schedulable node, the [`Keys`] the indexes hold it under. Changes move a node in
+    /// the indexes only when they are next read ([`Self::settle`]): an eviction attempt frees
+    /// and takes back hundreds of victims' room between two searches, most of it given back
+    /// before any search, and a node whose keys end where they began is not moved at all.
+    indexed: Vec<Keys>,
+    /// Nodes changed since the indexes were last brought up to date, and per node whether a
+    /// change was not yet settled: [`Unsettled::Devices`] when it touched GPU devices (the
+    /// shared-room index is then looked at too).
+    unsettled: Vec<usize>,
+    unsettled_by_node: Vec<Unsettled>,
     /// Whether a node has MIG instances (their free count is read only there).
     has_mig: Vec<bool>,
     /// The DRA claims and devices, when some pod uses a claim.
@@ -288,6 +308,9 @@ impl<'s> ClusterState<'s> {
             pipelined_pods: vec![0; snapshot.nodes.len()],
             scenario: None,
             scenario_cpu: BTreeSet::new(),
+            indexed: vec![Keys::default(); snapshot.nodes.len()],
+            unsettled: Vec::new(),
+            unsettled_by_node: vec![Unsettled::No; snapshot.nodes.len()],
             has_mig: snapshot
                 .nodes
                 .iter()
@@ -353,6 +376,7 @@ impl<'s> ClusterState<'s> {
             return;
         }
         let k = self.keys(node, true);
+        self.indexed[node] = k;
         self.by_gpu.insert((k.whole, node));
         self.by_cpu.insert((k.cpu, node));
         self.by_free_gpu.insert((k.packed, node));
@@ -381,7 +405,6 @@ impl<'s> ClusterState<'s> {
     /// no longer holds there (-1) as free for ranking the node ([`Held`]), and moves the node
     /// in the indexes.
     pub fn hold(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
-        let before = self.keys(slot.node, true);
         let n = &mut self.nodes[slot.node];
         let held = &mut n.held;
         if held.devices.is_empty() {
@@ -393,7 +416,7 @@ impl<'s> ClusterState<'s> {
         held.gpu += sign * pod.request.gpu;
         held.cpu += sign * pod.request.cpu;
         n.held.whole = releasing_whole(&n.devices, &n.held.devices);
-        self.reindex(slot.node, before, true);
+        self.unsettle(slot.node, Unsettled::Devices);
     }
 
     /// Lets spread rank nodes by the share of them that is free, as KAI's does
@@ -402,6 +425,7 @@ impl<'s> ClusterState<'s> {
     /// Where the schedulable nodes all have the same number of devices (or the same CPU), the
     /// shares rank them as the amounts do and nothing more is kept.
     pub fn index_shares(&mut self, gpu: bool, cpu: bool) {
+        self.settle();
         let nodes = (0..self.nodes.len()).filter(|&n| self.schedulable[n]);
         let devices: BTreeSet<usize> = nodes
             .clone()
@@ -445,23 +469,47 @@ impl<'s> ClusterState<'s> {
         share_key(self.keys(node, false).cpu, self.meta[node].allocatable.cpu)
     }
 
-    /// Applies a pod to its slot's node (`sign` as [`Self::apply`]) and moves the node in the
-    /// indexes whose key changed (a CPU-only pod leaves the GPU indexes as they are).
+    /// Applies a pod to its slot's node (`sign` as [`Self::apply`]); the node moves in the
+    /// indexes at the next [`Self::settle`] (a CPU-only pod leaves the GPU indexes as they are).
     fn apply_indexed(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
-        let node = slot.node;
-        let devices = !slot.devices.is_empty();
-        let before = self.keys(node, devices);
         self.apply(slot, pod, sign);
-        self.reindex(node, before, devices);
+        let devices = match slot.devices.is_empty() {
+            true => Unsettled::Amounts,
+            false => Unsettled::Devices,
+        };
+        self.unsettle(slot.node, devices);
     }
 
-    /// Moves a node in the indexes whose key changed from `before` (its room on used shared
-    /// devices looked at only when `devices` changed).
-    fn reindex(&mut self, node: usize, before: Keys, devices: bool) {
+    /// Notes that a node changed since the indexes were last brought up to date.
+    fn unsettle(&mut self, node: usize, how: Unsettled) {
+        let was = self.unsettled_by_node[node];
+        if was == Unsettled::No {
+            self.unsettled.push(node);
+        }
+        self.unsettled_by_node[node] = was.max(how);
+    }
+
+    /// Brings the indexes up to date with every change since they were last: before any walk
+    /// of them ([`Self::candidates`], [`Self::on_used_shared_devices`]).
+    pub fn settle(&mut self) {
+        for node in std::mem::take(&mut self.unsettled) {
+            let how = std::mem::replace(&mut self.unsettled_by_node[node], Unsettled::No);
+            self.reindex(node, how == Unsettled::Devices);
+        }
+    }
+
+    /// Moves a node in the indexes whose keys changed from those they hold it under (its room
+    /// on used shared devices looked at only when `devices` changed).
+    fn reindex(&mut self, node: usize, devices: bool) {
         if !self.schedulable[node] {
             return;
         }
-        let after = self.keys(node, devices);
+        let before = self.indexed[node];
+        let mut after = self.keys(node, devices);
+        if !devices {
+            after.shared_room = before.shared_room;
+        }
+        self.indexed[node] = after;
         if after.whole != before.whole {
             self.by_gpu.remove(&(before.whole, node));
             self.by_gpu.insert((after.whole, node));
@@ -498,7 +546,7 @@ impl<'s> ClusterState<'s> {
             self.by_free_gpu.remove(&(before.packed, node));
             self.by_free_gpu.insert((after.packed, node));
         }
-        if devices {
+        if devices && (before.shared_room, before.packed) != (after.shared_room, after.packed) {
             if before.shared_room {
                 self.by_shared_room.remove(&(before.packed, node));
             }
@@ -1085,7 +1133,7 @@ impl<'s> ClusterState<'s> {
         {
             nodes[node] = true;
             if self.schedulable[node] {
-                self.scenario_cpu.insert((self.keys(node, false).cpu, node));
+                self.scenario_cpu.insert((self.indexed[node].cpu, node));
             }
         }
     }
@@ -1111,6 +1159,7 @@ impl<'s> ClusterState<'s> {
         pod: &'c Pod,
         idle_only: bool,
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
+        debug_assert!(self.unsettled.is_empty(), "the indexes are read unsettled");
         let share = pod.share_per_device();
         Box::new(
             packed_from(&self.by_shared_room, pod.request.gpu, self.most_whole)
@@ -1173,6 +1222,7 @@ impl<'s> ClusterState<'s> {
         pod: &'c Pod,
         strategy: Strategy,
     ) -> Box<dyn Iterator<Item = usize> + 'c> {
+        debug_assert!(self.unsettled.is_empty(), "the indexes are read unsettled");
         if pod.request.gpu > 0 && !pod.fractional {
             let need = ((pod.request.gpu + DEVICE - 1) / DEVICE) as u32;
             let gpu_ok = move |n: usize| self.nodes[n].whole >= need && self.in_scenario(n);

@@ -204,6 +204,7 @@ proptest! {
         prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
         // The indexes follow the nodes as pods leave and one comes back.
         leave_and_come_back(&mut state, &snapshot, &slots);
+        state.settle();
         let got: Vec<usize> = state.candidates(&pod, strategy).collect();
         prop_assert_eq!(got, by_the_rule(&state, &pod, strategy));
     }
@@ -221,6 +222,7 @@ proptest! {
         let got: Vec<usize> = state.on_used_shared_devices(&pod, false).collect();
         prop_assert_eq!(got, sharing_by_the_rule(&state, &pod));
         leave_and_come_back(&mut state, &snapshot, &slots);
+        state.settle();
         let got: Vec<usize> = state.on_used_shared_devices(&pod, false).collect();
         prop_assert_eq!(got, sharing_by_the_rule(&state, &pod));
     }
