@@ -402,8 +402,8 @@ impl<'s> ClusterState<'s> {
     }
 
     /// Counts what a pod being deleted since before the cycle holds on its slot (`sign` 1) or
-    /// no longer holds there (-1) as free for ranking the node ([`Held`]), and moves the node
-    /// in the indexes.
+    /// no longer holds there (-1) as free for ranking the node ([`Held`]); the node moves in
+    /// the indexes at the next [`Self::settle`].
     pub fn hold(&mut self, slot: &Slot, pod: &Pod, sign: i64) {
         let n = &mut self.nodes[slot.node];
         let held = &mut n.held;
@@ -1080,7 +1080,7 @@ impl<'s> ClusterState<'s> {
 
     /// Candidate nodes for a pod in strategy order: binpack fullest first, spread emptiest
     /// first. Only schedulable nodes that pass the pod's node filters; the caller still checks
-    /// fit.
+    /// fit, and has settled the indexes ([`Self::settle`]) since the last change.
     pub fn candidates<'c>(
         &'c self,
         pod: &'c Pod,
