@@ -4,7 +4,7 @@
 //! the placement is nominated (pipelined) onto the room the victims are still releasing. If the
 //! gang never fits, everything is put back. Also preempt and stale-gang eviction.
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::rc::Rc;
 
 use kai_policy_compiler::quantity::ResourceKind;
@@ -172,6 +172,111 @@ impl FailedJobs {
     }
 }
 
+/// A candidate that can give a victim unit now ([`Context::victim_entry`]).
+enum VictimEntry {
+    /// A gang's unit: its pods.
+    Gang(Vec<usize>),
+    /// A plain job, with its active pods counted.
+    Plain(usize),
+}
+
+/// Preempt's candidates in KAI's reversed job order for one attempt. While an attempt runs,
+/// only the jobs it has taken victims from change their place in the order or stop giving
+/// victims (their pods leave, or are being moved): the others are ranked once, and only the
+/// jobs taken from are looked at again at each step, where [`Context::next_in_reverse_job_order`]
+/// ranked every candidate at every step.
+pub(crate) struct ReverseJobOrder<'c> {
+    candidates: &'c [(usize, bool)],
+    /// The candidates that gave a unit when the attempt began, next first (indexes into
+    /// `candidates`); `None` until the first step.
+    ranked: Option<Vec<usize>>,
+    /// Where in `ranked` the next candidate not taken from is.
+    at: usize,
+    /// Candidates taken from, by index, and the index of each candidate's job.
+    taken: Vec<usize>,
+    is_taken: Vec<bool>,
+    index: rustc_hash::FxHashMap<usize, usize>,
+    /// Victims of the attempt already counted in `taken`.
+    seen: usize,
+}
+
+impl<'c> ReverseJobOrder<'c> {
+    /// The order of `candidates` (as [`Context::next_in_reverse_job_order`] takes them).
+    pub(crate) fn new(candidates: &'c [(usize, bool)]) -> Self {
+        ReverseJobOrder {
+            candidates,
+            ranked: None,
+            at: 0,
+            taken: Vec::new(),
+            is_taken: vec![false; candidates.len()],
+            index: candidates
+                .iter()
+                .enumerate()
+                .map(|(i, &(v, _))| (v, i))
+                .collect(),
+            seen: 0,
+        }
+    }
+
+    /// The next victim unit, `popped` being the attempt's victims so far: the unit
+    /// [`Context::next_in_reverse_job_order`] gives (debug builds check it).
+    pub(crate) fn next(
+        &mut self,
+        cx: &Context<'_>,
+        popped: &[Victim],
+    ) -> Option<(usize, Vec<usize>)> {
+        let candidates = self.candidates;
+        let ranked = self.ranked.get_or_insert_with(|| {
+            let mut ranked: Vec<usize> = (0..candidates.len())
+                .filter(|&i| {
+                    let (v, protected) = candidates[i];
+                    cx.victim_entry(v, protected).is_some()
+                })
+                .collect();
+            ranked.sort_by_cached_key(|&i| Reverse(cx.job_order(candidates[i].0)));
+            ranked
+        });
+        for v in &popped[self.seen..] {
+            if let Some(&i) = self.index.get(&v.job)
+                && !self.is_taken[i]
+            {
+                self.is_taken[i] = true;
+                self.taken.push(i);
+            }
+        }
+        self.seen = popped.len();
+        // A job not taken from gives the unit it gave when the attempt began; one that would
+        // not (never seen: debug builds check the whole order below) is passed over.
+        let untaken = loop {
+            let Some(&i) = ranked.get(self.at) else {
+                break None;
+            };
+            let (v, protected) = candidates[i];
+            match self.is_taken[i] {
+                false => match cx.victim_entry(v, protected) {
+                    Some(entry) => break Some((v, entry)),
+                    None => self.at += 1,
+                },
+                true => self.at += 1,
+            }
+        };
+        let next = untaken
+            .into_iter()
+            .chain(self.taken.iter().filter_map(|&i| {
+                let (v, protected) = candidates[i];
+                Some((v, cx.victim_entry(v, protected)?))
+            }))
+            .max_by_key(|&(v, _)| cx.job_order(v))
+            .map(|(v, entry)| cx.victim_unit(v, entry));
+        debug_assert_eq!(
+            next,
+            cx.next_in_reverse_job_order(candidates),
+            "the reversed job order kept for an attempt differs from the order ranked afresh"
+        );
+        next
+    }
+}
+
 /// Whether `to` gives each pod of `from` the very slot it had there, and no other pod.
 fn same_slots(to: &[(usize, Slot)], from: &[(usize, Slot)]) -> bool {
     to.len() == from.len() && to.iter().all(|t| from.contains(t))
@@ -250,8 +355,9 @@ impl Context<'_> {
         let priority = self.jobs[job].priority;
         // One reason per victim priority, shared by its victims.
         let mut reasons: Vec<(i32, Rc<EvictReason>)> = Vec::new();
-        let mut next = |cx: &Self, _: &[Victim]| {
-            let (victim, pods) = cx.next_in_reverse_job_order(&candidates)?;
+        let mut order = ReverseJobOrder::new(&candidates);
+        let mut next = |cx: &Self, popped: &[Victim]| {
+            let (victim, pods) = order.next(cx, popped)?;
             let theirs = cx.jobs[victim].priority;
             let reason = match reasons.iter().find(|(p, _)| *p == theirs) {
                 Some((_, reason)) => reason.clone(),
@@ -506,51 +612,59 @@ impl Context<'_> {
         &self,
         candidates: &[(usize, bool)],
     ) -> Option<(usize, Vec<usize>)> {
+        let (v, entry) = candidates
+            .iter()
+            .filter_map(|&(v, protected)| Some((v, self.victim_entry(v, protected)?)))
+            .max_by_key(|&(v, _)| self.job_order(v))?;
+        Some(self.victim_unit(v, entry))
+    }
+
+    /// Whether a candidate can give a victim unit now, and what [`Self::victim_unit`] needs to
+    /// make it: a gang's pods (KAI's `GetTasksToEvict`), or a plain job's active pods.
+    fn victim_entry(&self, v: usize, protected: bool) -> Option<VictimEntry> {
         // Victims popped so far are released already: their pods hold no slot, so they count
         // neither as running nor as active here.
-        // The last pod in KAI's task order goes first (`GetTasksToEvict`).
-        // A pod placed in this cycle starts now.
-        let newest = |pods: &[usize]| {
-            pods.iter().copied().max_by_key(|&p| {
-                let pod = &self.snapshot.pods[p];
-                let started = pod.started.or(self.placed_now(p).then_some(self.now));
-                (super::jobs::task_rank(pod), started, pod.created, p)
-            })
-        };
-        // With sub-groups, the pods KAI's `GetTasksToEvict` gives, found once per job.
-        let mut units: Vec<(usize, Vec<usize>)> = Vec::new();
-        let (v, active) = candidates
-            .iter()
-            .filter_map(|&(v, protected)| {
-                if !self.is_running(v) {
-                    return None;
-                }
-                if let Some(gang) = &self.jobs[v].gang {
-                    let pods = gang.victim_pods(self, protected, &newest);
-                    // A unit whose pods do not all run (one being moved by this attempt) is not
-                    // taken.
-                    if pods.is_empty() || !pods.iter().all(|&p| self.runs(p)) {
-                        return None;
-                    }
-                    units.push((v, pods));
-                    return Some((v, 0));
-                }
-                let active = self.active_count(v);
-                let min = self.jobs[v].min_member as usize;
-                if protected && active <= min {
-                    return None;
-                }
-                Some((v, active))
-            })
-            .max_by_key(|&(v, _)| self.job_order(v))?;
-        if let Some(at) = units.iter().position(|(u, _)| *u == v) {
-            return Some(units.swap_remove(at));
+        if !self.is_running(v) {
+            return None;
         }
-        let pods = self.running(v);
-        if active > self.jobs[v].min_member as usize {
-            return Some((v, newest(&pods).into_iter().collect()));
+        if let Some(gang) = &self.jobs[v].gang {
+            let pods = gang.victim_pods(self, protected, &|pods| self.newest(pods));
+            // A unit whose pods do not all run (one being moved by this attempt) is not taken.
+            if pods.is_empty() || !pods.iter().all(|&p| self.runs(p)) {
+                return None;
+            }
+            return Some(VictimEntry::Gang(pods));
         }
-        Some((v, pods))
+        let active = self.active_count(v);
+        let min = self.jobs[v].min_member as usize;
+        if protected && active <= min {
+            return None;
+        }
+        Some(VictimEntry::Plain(active))
+    }
+
+    /// The victim unit of a candidate [`Self::victim_entry`] accepted.
+    fn victim_unit(&self, v: usize, entry: VictimEntry) -> (usize, Vec<usize>) {
+        match entry {
+            VictimEntry::Gang(pods) => (v, pods),
+            VictimEntry::Plain(active) => {
+                let pods = self.running(v);
+                if active > self.jobs[v].min_member as usize {
+                    return (v, self.newest(&pods).into_iter().collect());
+                }
+                (v, pods)
+            }
+        }
+    }
+
+    /// The pod of `pods` that goes first: the last in KAI's task order (`GetTasksToEvict`),
+    /// a pod placed in this cycle starting now.
+    fn newest(&self, pods: &[usize]) -> Option<usize> {
+        pods.iter().copied().max_by_key(|&p| {
+            let pod = &self.snapshot.pods[p];
+            let started = pod.started.or(self.placed_now(p).then_some(self.now));
+            (super::jobs::task_rank(pod), started, pod.created, p)
+        })
     }
 
     /// Runs an eviction solver's attempt for `job` (reclaim, preempt, consolidation) with
