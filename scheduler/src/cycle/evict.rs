@@ -192,12 +192,9 @@ pub(crate) struct ReverseJobOrder<'c> {
     ranked: Option<Vec<usize>>,
     /// Where in `ranked` the next candidate not taken from is.
     at: usize,
-    /// Candidates taken from, by index, and the index of each candidate's job.
+    /// Candidates a unit was given from (the attempt takes every unit it is given), by index.
     taken: Vec<usize>,
     is_taken: Vec<bool>,
-    index: rustc_hash::FxHashMap<usize, usize>,
-    /// Victims of the attempt already counted in `taken`.
-    seen: usize,
 }
 
 impl<'c> ReverseJobOrder<'c> {
@@ -209,22 +206,12 @@ impl<'c> ReverseJobOrder<'c> {
             at: 0,
             taken: Vec::new(),
             is_taken: vec![false; candidates.len()],
-            index: candidates
-                .iter()
-                .enumerate()
-                .map(|(i, &(v, _))| (v, i))
-                .collect(),
-            seen: 0,
         }
     }
 
-    /// The next victim unit, `popped` being the attempt's victims so far: the unit
+    /// The next victim unit, which the attempt takes: the unit
     /// [`Context::next_in_reverse_job_order`] gives (debug builds check it).
-    pub(crate) fn next(
-        &mut self,
-        cx: &Context<'_>,
-        popped: &[Victim],
-    ) -> Option<(usize, Vec<usize>)> {
+    pub(crate) fn next(&mut self, cx: &Context<'_>) -> Option<(usize, Vec<usize>)> {
         let candidates = self.candidates;
         let ranked = self.ranked.get_or_insert_with(|| {
             let mut ranked: Vec<usize> = (0..candidates.len())
@@ -236,15 +223,6 @@ impl<'c> ReverseJobOrder<'c> {
             ranked.sort_by_cached_key(|&i| Reverse(cx.job_order(candidates[i].0)));
             ranked
         });
-        for v in &popped[self.seen..] {
-            if let Some(&i) = self.index.get(&v.job)
-                && !self.is_taken[i]
-            {
-                self.is_taken[i] = true;
-                self.taken.push(i);
-            }
-        }
-        self.seen = popped.len();
         // A job not taken from gives the unit it gave when the attempt began; one that would
         // not (never seen: debug builds check the whole order below) is passed over.
         let untaken = loop {
@@ -254,20 +232,26 @@ impl<'c> ReverseJobOrder<'c> {
             let (v, protected) = candidates[i];
             match self.is_taken[i] {
                 false => match cx.victim_entry(v, protected) {
-                    Some(entry) => break Some((v, entry)),
+                    Some(entry) => break Some((i, entry)),
                     None => self.at += 1,
                 },
                 true => self.at += 1,
             }
         };
-        let next = untaken
+        let chosen = untaken
             .into_iter()
             .chain(self.taken.iter().filter_map(|&i| {
                 let (v, protected) = candidates[i];
-                Some((v, cx.victim_entry(v, protected)?))
+                Some((i, cx.victim_entry(v, protected)?))
             }))
-            .max_by_key(|&(v, _)| cx.job_order(v))
-            .map(|(v, entry)| cx.victim_unit(v, entry));
+            .max_by_key(|&(i, _)| cx.job_order(candidates[i].0));
+        let next = chosen.map(|(i, entry)| {
+            if !self.is_taken[i] {
+                self.is_taken[i] = true;
+                self.taken.push(i);
+            }
+            cx.victim_unit(candidates[i].0, entry)
+        });
         debug_assert_eq!(
             next,
             cx.next_in_reverse_job_order(candidates),
@@ -356,8 +340,8 @@ impl Context<'_> {
         // One reason per victim priority, shared by its victims.
         let mut reasons: Vec<(i32, Rc<EvictReason>)> = Vec::new();
         let mut order = ReverseJobOrder::new(&candidates);
-        let mut next = |cx: &Self, popped: &[Victim]| {
-            let (victim, pods) = order.next(cx, popped)?;
+        let mut next = |cx: &Self, _: &[Victim]| {
+            let (victim, pods) = order.next(cx)?;
             let theirs = cx.jobs[victim].priority;
             let reason = match reasons.iter().find(|(p, _)| *p == theirs) {
                 Some((_, reason)) => reason.clone(),
