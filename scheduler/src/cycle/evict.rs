@@ -23,7 +23,7 @@ use crate::decision::{Decision, EvictReason, Reason};
 pub const STALE_GANG_GRACE_SECONDS: u64 = 60;
 
 /// The most victim units one pending job may release in one cycle (KAI bounds its search by time).
-const MAX_VICTIMS: usize = 256;
+pub(crate) const MAX_VICTIMS: usize = 256;
 
 /// Pods released together: a victim job's surplus pod, the rest of a job, or a terminating pod
 /// whose room a pending job is pipelined onto.

@@ -10,6 +10,7 @@ mod consolidate;
 mod dra;
 mod evict;
 mod filters;
+mod futile;
 mod gang;
 mod jobs;
 mod kai;

@@ -29,7 +29,7 @@ use kai_policy_compiler::quantity::ResourceKind;
 
 use super::QueueUse;
 use super::allocate::{Context, Unplaced};
-use super::evict::{Trail, Victim};
+use super::evict::{MAX_VICTIMS, Trail, Victim};
 use super::jobs::{request_of, room_of};
 use super::kai::{
     OrderKey, Quantities, Share, Side, add, compare_keys, each, less_equal, quantities,
@@ -113,6 +113,9 @@ struct KnownVictims {
     by_leaf: rustc_hash::FxHashMap<HeadKey, (usize, Option<Head>)>,
     /// Victim units in the order attempts took them, by the candidates they were taken from.
     sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
+    /// How many pods of each shape the nodes hold; kept when an attempt commits, as it is
+    /// brought up to date from the nodes that changed.
+    room: super::futile::RoomByShape,
 }
 
 impl KnownVictims {
@@ -302,6 +305,21 @@ impl Context<'_> {
         // The reason given to the victims of each queue, made once per attempt.
         let mut reasons: Vec<Option<Rc<EvictReason>>> = vec![None; self.policy.queues.len()];
         let key = candidates.sequence_key();
+        let futile = key.as_ref().is_some_and(|k| {
+            known.sequences.get(k).is_some_and(|s| {
+                (s.ended || s.units.len() >= MAX_VICTIMS)
+                    && self.reclaim_is_futile(
+                        leaf,
+                        &pending,
+                        &request,
+                        &s.units[..s.units.len().min(MAX_VICTIMS)],
+                        &mut known.room,
+                    )
+            })
+        });
+        if futile && !cfg!(debug_assertions) {
+            return (false, candidates.protected_left_out);
+        }
         let mut sequence = key
             .as_ref()
             .map(|k| known.sequences.remove(k).unwrap_or_default());
@@ -400,6 +418,7 @@ impl Context<'_> {
         let done = self.within_solver_nodes(job, |cx| {
             cx.release_until_fit(job, leaf, &pending, &mut next, &valid, trail.as_mut())
         });
+        debug_assert!(!(futile && done), "a reclaim proven futile made room");
         if done {
             known.forget();
         } else if let (Some(key), Some(mut s), Some(t)) = (key, sequence, trail)
@@ -591,7 +610,7 @@ impl Context<'_> {
     }
 
     /// KAI's `ReclaimerFitsDeservedQuota`: `queue` with the job stays within its quota.
-    fn within_deserved_with(&self, queue: usize, request: &Quantities) -> bool {
+    pub(super) fn within_deserved_with(&self, queue: usize, request: &Quantities) -> bool {
         let q = self.kai_shares(queue);
         less_equal(
             &add(&each(&q, |s| s.allocated), request),
@@ -616,9 +635,7 @@ impl Context<'_> {
         holds: &Quantities,
         request: &Quantities,
     ) -> bool {
-        above_allocatable(t, holds)
-            || (self.within_deserved_with(mine, request)
-                && !less_equal(holds, &each(t, |s| s.deserved)))
+        allows(t, holds, self.within_deserved_with(mine, request))
     }
 
     /// KAI's `reclaimResourcesFromReclaimees` (`Reclaimable`) over the victims evicted, those
@@ -864,6 +881,12 @@ fn minus(a: &Quantities, b: &Quantities) -> Quantities {
         cpu: a.cpu - b.cpu,
         memory: a.memory - b.memory,
     }
+}
+
+/// `FitsReclaimStrategy` for a side `t` that holds `holds`, with whether the reclaimer's side
+/// stays within its quota with the job (`mine_within`).
+pub(super) fn allows(t: &super::kai::QueueShares, holds: &Quantities, mine_within: bool) -> bool {
+    above_allocatable(t, holds) || (mine_within && !less_equal(holds, &each(t, |s| s.deserved)))
 }
 
 /// KAI's `FitsMaintainFairShare`: `holds` is above the queue's allocatable share in some

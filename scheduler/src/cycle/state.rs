@@ -30,6 +30,17 @@ pub struct Slot {
     pub devices: Vec<(usize, i64)>,
 }
 
+/// Room that pods taken off a node would free there (see [`ClusterState::most_pods`]).
+#[derive(Debug, Clone, Default)]
+pub struct Freed {
+    /// What the pods ask.
+    pub amounts: Amounts,
+    /// What they hold of each GPU device, by device (empty: none).
+    pub devices: Vec<i64>,
+    /// How many pods.
+    pub pods: i64,
+}
+
 #[derive(Debug, Clone)]
 struct NodeFree {
     free: Amounts,
@@ -686,6 +697,44 @@ impl<'s> ClusterState<'s> {
     /// Free amounts of a node.
     pub fn free(&self, node: usize) -> Amounts {
         self.nodes[node].free
+    }
+
+    /// At most how many copies of `pod` fit a node's free room with `freed` added, counting
+    /// only CPU, memory, GPU devices and pod slots, each of which every placement needs: a bound
+    /// from above on what placement can find there, to prove a gang cannot fit.
+    pub fn most_pods(&self, node: usize, pod: &Pod, freed: Option<&Freed>) -> u64 {
+        if !self.schedulable[node] {
+            return 0;
+        }
+        let n = &self.nodes[node];
+        let none = Freed::default();
+        let freed = freed.unwrap_or(&none);
+        let copies = |free: i64, asks: i64| match asks {
+            ..=0 => u64::MAX,
+            _ => (free.max(0) / asks) as u64,
+        };
+        let free = add(n.free, freed.amounts, 1);
+        let slots = match n.pod_slots {
+            i64::MAX => u64::MAX,
+            left => (left + freed.pods).max(0) as u64,
+        };
+        let mut most = slots
+            .min(copies(free.cpu, pod.request.cpu))
+            .min(copies(free.memory, pod.request.memory));
+        if pod.request.gpu > 0 {
+            let device = |d: usize| n.devices[d] + freed.devices.get(d).copied().unwrap_or(0);
+            let devices = 0..n.devices.len();
+            most = most.min(if pod.fractional {
+                let share = pod.share_per_device();
+                let shares =
+                    devices.fold(0u64, |all, d| all.saturating_add(copies(device(d), share)));
+                shares / u64::from(pod.shared_devices.max(1))
+            } else {
+                let whole = devices.filter(|&d| device(d) == DEVICE).count() as u64;
+                whole / ((pod.request.gpu + DEVICE - 1) / DEVICE) as u64
+            });
+        }
+        most
     }
 
     /// Whole free GPU devices of a node.

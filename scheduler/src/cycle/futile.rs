@@ -1,0 +1,177 @@
+//! Reclaim attempts proven to fail before they run.
+//!
+//! On a busy cluster most reclaim attempts take their 256 victim units one by one and still
+//! find no room for the gang. When an earlier attempt of the pass recorded the units the victim
+//! order offers these candidates, and none of them can be taken only on condition that it moves,
+//! the attempt is offered exactly those units (see `reclaim::Sequence`). No node then ever has
+//! more room than it has now plus what those units hold there: victims placed again only take
+//! room. If even that room cannot hold the gang's pods, counting only CPU, memory, GPU devices
+//! and pod slots, the attempt would fail at every step, and it is not run. Debug builds run it
+//! all the same and check that it fails.
+
+use rustc_hash::FxHashMap;
+
+use super::allocate::Context;
+use super::jobs::request_of;
+use super::kai::each;
+use super::reclaim::allows;
+use super::state::{ClusterState, Freed};
+use crate::cluster::{Amounts, Pod};
+
+/// A pod's shape as [`ClusterState::most_pods`] counts it: its request, whether it shares
+/// devices, and on how many.
+type Shape = (Amounts, bool, u32);
+
+/// How many copies of each pod shape the nodes hold, brought up to date from the nodes changed
+/// since it was last counted: the pass's attempts put back what they took, so little changes
+/// between two of them.
+#[derive(Debug, Default)]
+pub(super) struct RoomByShape {
+    by_shape: FxHashMap<Shape, ShapeRoom>,
+}
+
+/// One shape's copies per node, their sum, and the state's stamp when they were counted.
+#[derive(Debug)]
+struct ShapeRoom {
+    stamp: u64,
+    per_node: Vec<u64>,
+    total: u128,
+}
+
+impl RoomByShape {
+    /// The copies of `pod` each node holds now, and their sum.
+    fn count(&mut self, state: &ClusterState<'_>, pod: &Pod) -> &ShapeRoom {
+        let shape = (pod.request, pod.fractional, pod.shared_devices);
+        let room = self.by_shape.entry(shape).or_insert_with(|| {
+            let per_node: Vec<u64> = (0..state.len())
+                .map(|n| state.most_pods(n, pod, None))
+                .collect();
+            ShapeRoom {
+                stamp: state.stamp(),
+                total: per_node.iter().map(|&c| u128::from(c)).sum(),
+                per_node,
+            }
+        });
+        if room.stamp != state.stamp() {
+            for n in state.changed_since(room.stamp) {
+                let now = state.most_pods(n, pod, None);
+                room.total = room.total - u128::from(room.per_node[n]) + u128::from(now);
+                room.per_node[n] = now;
+            }
+            room.stamp = state.stamp();
+        }
+        room
+    }
+}
+
+impl Context<'_> {
+    /// Whether a reclaim attempt for the gang `pending` of a job in `leaf`, asking `request`,
+    /// must fail when the victim order offers it `units` (its next units, as an earlier attempt
+    /// with the same candidates recorded them, up to the bound on victims or the order's end).
+    pub(super) fn reclaim_is_futile(
+        &mut self,
+        leaf: usize,
+        pending: &[usize],
+        request: &super::kai::Quantities,
+        units: &[(usize, Vec<usize>)],
+        room: &mut RoomByShape,
+    ) -> bool {
+        // Inter-pod terms can open a node when a pod leaves another.
+        !self.state.tracks_inter_pod_terms()
+            && self.gang_exceeds_room(pending, units, room)
+            && !self.some_unit_may_only_move(leaf, request, units)
+    }
+
+    /// Whether some shape of the gang's pods has more pods than copies of it fit the nodes'
+    /// free room with every unit's pods gone.
+    fn gang_exceeds_room(
+        &self,
+        pending: &[usize],
+        units: &[(usize, Vec<usize>)],
+        room: &mut RoomByShape,
+    ) -> bool {
+        let mut freed: FxHashMap<usize, Freed> = FxHashMap::default();
+        for &p in units.iter().flat_map(|(_, pods)| pods) {
+            let Some(slot) = &self.slots[p] else { continue };
+            let f = freed.entry(slot.node).or_default();
+            let asks = self.snapshot.pods[p].request;
+            f.amounts.gpu += asks.gpu;
+            f.amounts.cpu += asks.cpu;
+            f.amounts.memory += asks.memory;
+            f.pods += 1;
+            if !slot.devices.is_empty() && f.devices.is_empty() {
+                f.devices = vec![0; self.state.device_free(slot.node).len()];
+            }
+            for &(d, amount) in &slot.devices {
+                f.devices[d] += amount;
+            }
+        }
+        let mut shapes: Vec<(usize, u128)> = Vec::new();
+        for &p in pending {
+            let pod = &self.snapshot.pods[p];
+            let same = |&(q, _): &(usize, u128)| {
+                let other = &self.snapshot.pods[q];
+                (other.request, other.fractional, other.shared_devices)
+                    == (pod.request, pod.fractional, pod.shared_devices)
+            };
+            match shapes.iter_mut().find(|s| same(s)) {
+                Some((_, count)) => *count += 1,
+                None => shapes.push((p, 1)),
+            }
+        }
+        shapes.into_iter().any(|(p, count)| {
+            let pod = &self.snapshot.pods[p];
+            let now = room.count(self.state, pod);
+            let mut most = now.total;
+            for (&n, f) in &freed {
+                most = most - u128::from(now.per_node[n])
+                    + u128::from(self.state.most_pods(n, pod, Some(f)));
+            }
+            most < count
+        })
+    }
+
+    /// Whether some unit may be one its side cannot give up when its turn comes, so that the
+    /// attempt may take it only on condition that it moves, and from there rank the victim
+    /// order itself. The side gives the unit up if it does so holding the least it can hold
+    /// then (every earlier unit of its subtree gone) with the reclaimer's side holding the most
+    /// (what it holds now): `FitsReclaimStrategy` only passes more as the victim's side holds
+    /// more and the reclaimer's less.
+    fn some_unit_may_only_move(
+        &mut self,
+        leaf: usize,
+        request: &super::kai::Quantities,
+        units: &[(usize, Vec<usize>)],
+    ) -> bool {
+        let mut within: FxHashMap<usize, bool> = FxHashMap::default();
+        let mut sides = Vec::with_capacity(units.len());
+        for (job, _) in units {
+            // The order ends at a job without a queue.
+            let Ok(vq) = self.jobs[*job].queue else { break };
+            let (mine, theirs) = self.leveled(leaf, vq);
+            let mine_within = *within
+                .entry(mine)
+                .or_insert_with(|| self.within_deserved_with(mine, request));
+            sides.push((vq, theirs, mine_within));
+        }
+        let mut gone = 0;
+        let mut may = false;
+        for (&(vq, theirs, mine_within), (job, pods)) in sides.iter().zip(units) {
+            let t = self.kai_shares(theirs);
+            if !allows(&t, &each(&t, |s| s.allocated), mine_within) {
+                may = true;
+                break;
+            }
+            let asks = request_of(self.snapshot, pods);
+            let preemptible = self.jobs[*job].preemptible;
+            self.used.add(self.policy, vq, asks, preemptible, -1);
+            gone += 1;
+        }
+        for (&(vq, _, _), (job, pods)) in sides.iter().zip(units).take(gone) {
+            let asks = request_of(self.snapshot, pods);
+            let preemptible = self.jobs[*job].preemptible;
+            self.used.add(self.policy, vq, asks, preemptible, 1);
+        }
+        may
+    }
+}
