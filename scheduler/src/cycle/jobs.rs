@@ -117,22 +117,56 @@ pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Members)> {
         .map(|(i, g)| ((g.namespace.as_str(), g.name.as_str()), i))
         .collect();
     // The pods sorted by their job's key, in pod order within a job: the jobs come in
-    // (namespace, name) order, each a run of pods. A pod group without pods is no job.
-    let mut keyed: Vec<(JobKey, usize)> = snapshot
+    // (namespace, name) order, each a run of pods. A pod group without pods is no job. The
+    // sort compares each namespace's rank and the name's first 16 bytes as numbers, and the
+    // strings only where those tie: most comparisons of a large cluster's sort then read no
+    // string (the ranks and the bytes order as the strings do).
+    let mut ids: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
+    let first_seen: Vec<u32> = snapshot
         .pods
         .iter()
-        .enumerate()
-        .filter(|(_, p)| !p.foreign)
-        .map(|(i, pod)| match &pod.group {
-            Some(g) => ((pod.namespace.as_str(), g.as_str(), true), i),
-            None => ((pod.namespace.as_str(), pod.name.as_str(), false), i),
+        .map(|p| {
+            let next = ids.len() as u32;
+            *ids.entry(p.namespace.as_str()).or_insert(next)
         })
         .collect();
+    let mut namespaces: Vec<(&str, u32)> = ids.into_iter().collect();
+    namespaces.sort_unstable();
+    let mut rank = vec![0; namespaces.len()];
+    for (r, &(_, id)) in namespaces.iter().enumerate() {
+        rank[id as usize] = r as u32;
+    }
+    let prefix = |name: &str| {
+        let mut bytes = [0u8; 16];
+        let head = &name.as_bytes()[..name.len().min(16)];
+        bytes[..head.len()].copy_from_slice(head);
+        u128::from_be_bytes(bytes)
+    };
+    let mut keyed: Vec<(u32, u128, JobKey, usize)> = Vec::with_capacity(snapshot.pods.len());
+    keyed.extend(
+        snapshot
+            .pods
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.foreign)
+            .map(|(i, pod)| {
+                let key = match &pod.group {
+                    Some(g) => (pod.namespace.as_str(), g.as_str(), true),
+                    None => (pod.namespace.as_str(), pod.name.as_str(), false),
+                };
+                (rank[first_seen[i] as usize], prefix(key.1), key, i)
+            }),
+    );
     keyed.sort_unstable();
     let mut by_key: Vec<(JobKey, Members)> = Vec::new();
-    for (key, i) in keyed {
+    let mut last_sort_key = None;
+    for (r, head, key, i) in keyed {
+        // The numbers tell most jobs apart before the strings are compared.
+        let same =
+            last_sort_key == Some((r, head)) && by_key.last().is_some_and(|(k, _)| *k == key);
+        last_sort_key = Some((r, head));
         match by_key.last_mut() {
-            Some((last, (_, pods))) if *last == key => pods.push(i),
+            Some((_, (_, pods))) if same => pods.push(i),
             _ => {
                 let object = key
                     .2
@@ -399,4 +433,68 @@ pub fn room_of(snapshot: &Snapshot, pods: &[usize]) -> Amounts {
         total.memory += r.memory;
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{JobKey, group};
+    use crate::cluster::{Pod, Snapshot};
+
+    /// Names that tie in their first 16 bytes, differ in length or by a byte past the 16th,
+    /// and carry multi-byte characters: the cases where the sort's numbers tie.
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-c]{0,3}",
+            "team-[ab]{0,2}",
+            "averyverylongprefix-[ab]{0,3}",
+            "averyverylongprefi[xé]{0,2}",
+            "é[a-b]{0,20}",
+        ]
+    }
+
+    proptest! {
+        /// Pods come out in runs by their job's (namespace, name, whether a pod group), in
+        /// that key's string order, each run in pod order: what sorting the keys as strings
+        /// gives.
+        #[test]
+        fn jobs_come_in_the_order_of_their_keys_as_strings(
+            pods in prop::collection::vec((name(), name(), prop::option::of(name())), 0..60),
+        ) {
+            let snapshot = Snapshot {
+                pods: pods
+                    .iter()
+                    .map(|(namespace, pod, group)| Pod {
+                        namespace: namespace.clone(),
+                        name: pod.clone(),
+                        group: group.clone(),
+                        ..Pod::default()
+                    })
+                    .collect(),
+                ..Snapshot::default()
+            };
+            let mut expected: Vec<(JobKey, Vec<usize>)> = Vec::new();
+            let mut keyed: Vec<(JobKey, usize)> = pods
+                .iter()
+                .enumerate()
+                .map(|(i, (namespace, pod, group))| match group {
+                    Some(g) => ((namespace.as_str(), g.as_str(), true), i),
+                    None => ((namespace.as_str(), pod.as_str(), false), i),
+                })
+                .collect();
+            keyed.sort();
+            for (key, i) in keyed {
+                match expected.last_mut() {
+                    Some((last, run)) if *last == key => run.push(i),
+                    _ => expected.push((key, vec![i])),
+                }
+            }
+            let got: Vec<(JobKey, Vec<usize>)> = group(&snapshot)
+                .into_iter()
+                .map(|(key, (_, run))| (key, run))
+                .collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
 }
