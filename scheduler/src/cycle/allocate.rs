@@ -4,7 +4,6 @@
 
 use std::cmp::{Ordering, Reverse};
 
-use kai_policy_compiler::fairshare::FairShares;
 use kai_policy_compiler::model::{Bound, Policy, Strategy};
 use kai_policy_compiler::quantity::ResourceKind;
 
@@ -31,7 +30,8 @@ pub(crate) struct Context<'a> {
     pub policy: &'a Policy,
     pub now: Time,
     pub jobs: &'a [Job],
-    pub shares: &'a FairShares,
+    /// Each queue's quota, fair share and limit in KAI's units ([`super::kai::fixed_shares`]).
+    pub fixed_shares: Vec<super::kai::QueueShares>,
     pub state: &'a mut ClusterState<'a>,
     /// Where each pod is (bound, or placed this cycle); `None` while pending.
     pub slots: &'a mut Vec<Option<Slot>>,

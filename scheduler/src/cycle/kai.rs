@@ -136,6 +136,41 @@ pub(crate) struct Side {
     pub victims: Quantities,
 }
 
+/// Each queue's numbers that hold for the whole cycle (quota, fair share, limit), with nothing
+/// allocated: [`Context::kai_shares_with`] adds the allocation of the moment.
+pub(crate) fn fixed_shares(
+    policy: &kai_policy_compiler::model::Policy,
+    fair: &kai_policy_compiler::fairshare::FairShares,
+) -> Vec<QueueShares> {
+    policy
+        .queues
+        .iter()
+        .zip(&fair.queues)
+        .map(|(q, fair)| {
+            let share = |k: ResourceKind| {
+                let unit = if k == ResourceKind::Gpu { 1000.0 } else { 1.0 };
+                let bound = |b: Bound| b.finite().map_or(UNLIMITED, |v| v as f64 / unit);
+                let (deserved, max_allowed) = q
+                    .resources
+                    .get(k)
+                    .map_or((UNLIMITED, UNLIMITED), |r| (bound(r.quota), bound(r.limit)));
+                Share {
+                    deserved,
+                    fair_share: fair.get(k).fair_share as f64 / unit,
+                    max_allowed,
+                    allocated: 0.0,
+                    allocated_non_preemptible: 0.0,
+                }
+            };
+            PerResource {
+                gpu: share(ResourceKind::Gpu),
+                cpu: share(ResourceKind::Cpu),
+                memory: share(ResourceKind::Memory),
+            }
+        })
+        .collect()
+}
+
 impl Context<'_> {
     /// KAI's numbers for one queue, now.
     pub(crate) fn kai_shares(&self, queue: usize) -> QueueShares {
@@ -144,30 +179,15 @@ impl Context<'_> {
 
     /// KAI's numbers for one queue with the allocation `used`.
     pub(crate) fn kai_shares_with(&self, queue: usize, used: &QueueUse) -> QueueShares {
-        let q = &self.policy.queues[queue];
-        let fair = &self.shares.queues[queue];
+        let mut q = self.fixed_shares[queue];
         let allocated = quantities(&used.all[queue]);
         let non_preemptible = quantities(&used.non_preemptible[queue]);
-        let share = |k: ResourceKind| {
-            let unit = if k == ResourceKind::Gpu { 1000.0 } else { 1.0 };
-            let bound = |b: Bound| b.finite().map_or(UNLIMITED, |v| v as f64 / unit);
-            let (deserved, max_allowed) = q
-                .resources
-                .get(k)
-                .map_or((UNLIMITED, UNLIMITED), |r| (bound(r.quota), bound(r.limit)));
-            Share {
-                deserved,
-                fair_share: fair.get(k).fair_share as f64 / unit,
-                max_allowed,
-                allocated: *allocated.get(k),
-                allocated_non_preemptible: *non_preemptible.get(k),
-            }
-        };
-        PerResource {
-            gpu: share(ResourceKind::Gpu),
-            cpu: share(ResourceKind::Cpu),
-            memory: share(ResourceKind::Memory),
+        for k in ResourceKind::ALL {
+            let share = q.get_mut(k);
+            share.allocated = *allocated.get(k);
+            share.allocated_non_preemptible = *non_preemptible.get(k);
         }
+        q
     }
 
     /// A queue and its best job's key in the queue order.

@@ -301,7 +301,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         policy,
         now,
         jobs: &jobs,
-        shares: &shares,
+        fixed_shares: kai::fixed_shares(policy, &shares),
         state: &mut state,
         slots: &mut slots,
         used: &mut used,

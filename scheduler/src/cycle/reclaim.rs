@@ -469,9 +469,20 @@ impl Context<'_> {
             honour_min_runtime,
             protected_left_out: false,
         };
+        // Most victim leaves meet the reclaimer's side at the same queue: its quota check is
+        // made once per side.
+        let mut within: Vec<(usize, bool)> = Vec::new();
         for (&vq, jobs) in pool.iter().filter(|&(&vq, _)| vq != leaf) {
             let (mine, theirs) = self.leveled(leaf, vq);
-            if !self.victim_side_eligible(mine, theirs, request) {
+            let mine_within = match within.iter().find(|&&(q, _)| q == mine) {
+                Some(&(_, w)) => w,
+                None => {
+                    let w = self.within_deserved_with(mine, request);
+                    within.push((mine, w));
+                    w
+                }
+            };
+            if !self.victim_side_eligible(mine_within, theirs, request) {
                 continue;
             }
             let min = self.reclaim_min_runtime(leaf, vq);
@@ -584,10 +595,11 @@ impl Context<'_> {
         self.next_in_reverse_job_order(&ranked)
     }
 
-    /// KAI's `FilterVictim`, on the two queues where the paths split.
-    fn victim_side_eligible(&self, mine: usize, theirs: usize, request: &Quantities) -> bool {
+    /// KAI's `FilterVictim`, on the two queues where the paths split, given whether the
+    /// reclaimer's side stays within its quota with the job (`mine_within`).
+    fn victim_side_eligible(&self, mine_within: bool, theirs: usize, request: &Quantities) -> bool {
         let t = self.kai_shares(theirs);
-        if !self.within_deserved_with(mine, request) {
+        if !mine_within {
             return above_allocatable(&t, &each(&t, |s| s.allocated));
         }
         // `canBeDeservedQuotaReclaimCandidate`: over quota in a resource the job asks for, or
