@@ -305,6 +305,15 @@ impl Context<'_> {
         // The reason given to the victims of each queue, made once per attempt.
         let mut reasons: Vec<Option<Rc<EvictReason>>> = vec![None; self.policy.queues.len()];
         let key = candidates.sequence_key();
+        // The first attempt with these candidates works out the units the order offers them
+        // before it takes any: it follows them then, and may be proven futile at once.
+        if let Some(k) = &key
+            && !known.sequences.contains_key(k)
+            && known.sequences.len() < MAX_SEQUENCES
+        {
+            let units = self.offered_units(&candidates, known);
+            known.sequences.insert(k.clone(), units);
+        }
         let futile = key.as_ref().is_some_and(|k| {
             known.sequences.get(k).is_some_and(|s| {
                 (s.ended || s.units.len() >= MAX_VICTIMS)
@@ -428,6 +437,44 @@ impl Context<'_> {
             known.sequences.insert(key, s);
         }
         (done, candidates.protected_left_out)
+    }
+
+    /// The victim units the order offers `candidates` (without elastic jobs, see
+    /// [`Sequence`]), up to the bound on victims, worked out without taking them: a gang leaves
+    /// its leaf's order once it is offered, as it does when an attempt takes it (its pods no
+    /// longer run, or are being moved), and the queues are ranked as an attempt ranks them.
+    fn offered_units(&self, candidates: &Candidates, known: &mut KnownVictims) -> Sequence {
+        let queues = self.policy.queues.len();
+        let roots: Vec<usize> = (0..queues)
+            .filter(|&q| self.policy.queues[q].parent.is_none())
+            .collect();
+        let mut heads = Heads::new(queues);
+        let mut released = vec![Quantities::default(); queues];
+        let mut sequence = Sequence::default();
+        while sequence.units.len() < MAX_VICTIMS {
+            let next = self
+                .last_victim_queue(
+                    &roots,
+                    candidates,
+                    &[],
+                    &released,
+                    self.used,
+                    &mut heads,
+                    known,
+                )
+                .and_then(|(from, _)| Some((from, heads.leaf[from].clone()??)));
+            let Some((from, head)) = next else {
+                sequence.ended = true;
+                break;
+            };
+            heads.forget(self.policy, from);
+            heads.touched[from] = true;
+            // The head stands where the leaf's search stopped: the next search starts after it.
+            heads.passed[from] += 1;
+            self.add_up_the_tree(&mut released, from, &head.pods);
+            sequence.units.push((head.job, head.pods));
+        }
+        sequence
     }
 
     /// Whether one more victim that may only be moved can help a gang asking `need`: moving
