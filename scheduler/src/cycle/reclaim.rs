@@ -111,7 +111,9 @@ struct KnownVictims {
     /// Leaf heads by (leaf, min-runtime, whether min-runtimes are honoured), with how many of
     /// the leaf's jobs come before the head: a leaf's head depends only on its own jobs.
     by_leaf: rustc_hash::FxHashMap<HeadKey, (usize, Option<Head>)>,
-    /// Victim units in the order attempts took them, by the candidates they were taken from.
+    /// Victim units in the order the victim order offers them, by the candidates they come
+    /// from: worked out by the first attempt with those candidates ([`Context::offered_units`]),
+    /// or, where it could not be, as attempts took them.
     sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
     /// How many pods of each shape the nodes hold; kept when an attempt commits, as it is
     /// brought up to date from the nodes that changed.
