@@ -1,9 +1,10 @@
 //! Reclaim attempts proven to fail before they run.
 //!
 //! On a busy cluster most reclaim attempts take their 256 victim units one by one and still
-//! find no room for the gang. When an earlier attempt of the pass recorded the units the victim
-//! order offers these candidates, and none of them can be taken only on condition that it moves,
-//! the attempt is offered exactly those units (see `reclaim::Sequence`). No node then ever has
+//! find no room for the gang. The units the victim order offers an attempt's candidates are
+//! known before it takes any (worked out by the first attempt with those candidates,
+//! `reclaim.rs: offered_units`, and kept in `reclaim::Sequence`). When none of them can be
+//! taken only on condition that it moves, the attempt is offered exactly those units. No node then ever has
 //! more room than it has now plus what those units hold there: victims placed again only take
 //! room. If even that room cannot hold the gang's pods, counting only CPU, memory, GPU devices
 //! and pod slots, the attempt would fail at every step, and it is not run. Debug builds run it
@@ -66,8 +67,8 @@ impl RoomByShape {
 
 impl Context<'_> {
     /// Whether a reclaim attempt for the gang `pending` of a job in `leaf`, asking `request`,
-    /// must fail when the victim order offers it `units` (its next units, as an earlier attempt
-    /// with the same candidates recorded them, up to the bound on victims or the order's end).
+    /// must fail when the victim order offers it `units` (the units it offers the attempt's
+    /// candidates, up to the bound on victims or the order's end).
     pub(super) fn reclaim_is_futile(
         &mut self,
         leaf: usize,
