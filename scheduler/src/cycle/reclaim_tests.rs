@@ -1711,3 +1711,78 @@ fn a_stale_gang_reclaimed_whole_keeps_its_stale_mark() {
     assert_eq!(nominated(&r), vec![("r/r1".to_string(), "n1".to_string())]);
     assert!(r.stale_marks.is_empty(), "{:?}", r.stale_marks);
 }
+
+/// An attempt is skipped as futile only when it would take exactly the units its candidates'
+/// order offers (`futile.rs`): where its side may keep one of them, the attempt leaves that
+/// order and may find room elsewhere. Here the first 256 units are all P's, and the gang fits
+/// only on B's node.
+///
+/// 300 one-GPU nodes (32 cores) each run one 1-GPU job of `a` (under `p`, priority 1, quota 0);
+/// one 8-GPU node (64 cores) runs two 4-GPU, 32-core jobs of `b` (under `q`, priority 5, quota
+/// 0, limit 3). Under `t` (priority 5, GPU quota 7): `r1` waits with j1 (1 GPU, 40 cores: only
+/// B's node has the cores) and `r2` with j2 (8 GPUs). 308 GPUs; requests p 300, t 9, q 8. After
+/// the quotas (t 7) the rest goes by weight, each queue capped at its request and limit: t gets
+/// its 9, q its limit of 3, and p the other 296. So p is 4 above its share, q 5 above its own.
+///
+/// j1 goes first: r1 with j1 stays within its quota of 1, r2 with j2 does not. The victim order
+/// offers p's units first (its priority is below q's), and with t within its quota with j1, p's
+/// units pass while p is above its quota of 0: the order offers 256 of p's units, none of which
+/// frees B's node. j1 is futile and fails. j2 asks 8 > 7: t is not within its quota with it, so
+/// a side gives a unit only while above its share. After 4 units p holds its 296 and may keep
+/// the fifth; with 4 GPUs free it may not even move for 8, so the attempt leaves p out and takes
+/// b's two jobs, the newest first (q holds 8, then 4, both above its share of 3). j2 is
+/// nominated onto B's node, and the 4 units of p it does not need stay.
+#[test]
+fn an_attempt_whose_side_may_keep_a_unit_is_not_skipped_as_futile() {
+    let p = policy(
+        r#"
+        queue "p" priority=1 { gpu quota=0 weight=100; queue "a" { gpu; namespaces "a" } }
+        queue "t" priority=5 {
+            gpu quota=7 weight=100
+            queue "r1" { gpu quota=1; namespaces "r1" }
+            queue "r2" { gpu quota=6; namespaces "r2" }
+        }
+        queue "q" priority=5 { gpu quota=0 limit=3; queue "b" { gpu; namespaces "b" } }
+        "#,
+    );
+    let small = |name: String| {
+        let mut n = node(&name, 1);
+        n.allocatable.cpu = 32_000;
+        n
+    };
+    let mut nodes: Vec<_> = (0..300).map(|i| small(format!("an{i:03}"))).collect();
+    nodes.push(node("bn", 8));
+    let mut pods: Vec<Pod> = (0..300)
+        .map(|i| {
+            running(
+                created(pod("a", &format!("a{i:03}"), 1), i),
+                &format!("an{i:03}"),
+                i,
+            )
+        })
+        .collect();
+    for i in 0..2 {
+        let mut b = running(created(pod("b", &format!("b{i}"), 4), i), "bn", i);
+        b.request.cpu = 32_000;
+        pods.push(b);
+    }
+    let mut j1 = created(pod("r1", "j1", 1), 500);
+    j1.request.cpu = 40_000;
+    let mut j2 = created(pod("r2", "j2", 8), 600);
+    j2.request.cpu = 8_000;
+    pods.extend([j1, j2]);
+    let s = Snapshot {
+        nodes,
+        pods,
+        ..Default::default()
+    };
+    let r = cycle(&p, &s, 3600);
+    let fair = |name: &str| {
+        let q = p.queues.iter().position(|q| q.name == name).unwrap();
+        r.shares.queues[q].gpu.fair_share
+    };
+    assert_eq!(fair("t"), 9000);
+    assert_eq!([fair("p"), fair("q")], [296_000, 3000]);
+    assert_eq!(victims(&r), vec!["b/b1", "b/b0"], "{:#?}", r.decisions);
+    assert_eq!(nominated(&r), vec![("r2/j2".to_string(), "bn".to_string())]);
+}
