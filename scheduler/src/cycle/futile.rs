@@ -15,13 +15,18 @@ use rustc_hash::FxHashMap;
 use super::allocate::Context;
 use super::jobs::request_of;
 use super::kai::each;
-use super::reclaim::allows;
+use super::reclaim::{WithinBySide, allows};
 use super::state::{ClusterState, Freed};
 use crate::cluster::{Amounts, Pod};
 
 /// A pod's shape as [`ClusterState::most_pods`] counts it: its request, whether it shares
 /// devices, and on how many.
 type Shape = (Amounts, bool, u32);
+
+/// A pod's [`Shape`].
+fn shape(pod: &Pod) -> Shape {
+    (pod.request, pod.fractional, pod.shared_devices)
+}
 
 /// How many copies of each pod shape the nodes hold, brought up to date from the nodes changed
 /// since it was last counted: the pass's attempts put back what they took, so little changes
@@ -42,8 +47,7 @@ struct ShapeRoom {
 impl RoomByShape {
     /// The copies of `pod` each node holds now, and their sum.
     fn count(&mut self, state: &ClusterState<'_>, pod: &Pod) -> &ShapeRoom {
-        let shape = (pod.request, pod.fractional, pod.shared_devices);
-        let room = self.by_shape.entry(shape).or_insert_with(|| {
+        let room = self.by_shape.entry(shape(pod)).or_insert_with(|| {
             let per_node: Vec<u64> = (0..state.len())
                 .map(|n| state.most_pods(n, pod, None))
                 .collect();
@@ -94,28 +98,16 @@ impl Context<'_> {
         let mut freed: FxHashMap<usize, Freed> = FxHashMap::default();
         for &p in units.iter().flat_map(|(_, pods)| pods) {
             let Some(slot) = &self.slots[p] else { continue };
-            let f = freed.entry(slot.node).or_default();
-            let asks = self.snapshot.pods[p].request;
-            f.amounts.gpu += asks.gpu;
-            f.amounts.cpu += asks.cpu;
-            f.amounts.memory += asks.memory;
-            f.pods += 1;
-            if !slot.devices.is_empty() && f.devices.is_empty() {
-                f.devices = vec![0; self.state.device_free(slot.node).len()];
-            }
-            for &(d, amount) in &slot.devices {
-                f.devices[d] += amount;
-            }
+            let devices = self.state.device_free(slot.node).len();
+            freed
+                .entry(slot.node)
+                .or_default()
+                .add(slot, &self.snapshot.pods[p], devices);
         }
         let mut shapes: Vec<(usize, u128)> = Vec::new();
         for &p in pending {
-            let pod = &self.snapshot.pods[p];
-            let same = |&(q, _): &(usize, u128)| {
-                let other = &self.snapshot.pods[q];
-                (other.request, other.fractional, other.shared_devices)
-                    == (pod.request, pod.fractional, pod.shared_devices)
-            };
-            match shapes.iter_mut().find(|s| same(s)) {
+            let of = |q: usize| shape(&self.snapshot.pods[q]);
+            match shapes.iter_mut().find(|(q, _)| of(*q) == of(p)) {
                 Some((_, count)) => *count += 1,
                 None => shapes.push((p, 1)),
             }
@@ -144,16 +136,13 @@ impl Context<'_> {
         request: &super::kai::Quantities,
         units: &[(usize, Vec<usize>)],
     ) -> bool {
-        let mut within: FxHashMap<usize, bool> = FxHashMap::default();
+        let mut within = WithinBySide::default();
         let mut sides = Vec::with_capacity(units.len());
         for (job, _) in units {
             // The order ends at a job without a queue.
             let Ok(vq) = self.jobs[*job].queue else { break };
             let (mine, theirs) = self.leveled(leaf, vq);
-            let mine_within = *within
-                .entry(mine)
-                .or_insert_with(|| self.within_deserved_with(mine, request));
-            sides.push((vq, theirs, mine_within));
+            sides.push((vq, theirs, within.get(self, mine, request)));
         }
         let mut gone = 0;
         let mut may = false;

@@ -313,7 +313,7 @@ impl Context<'_> {
             && !known.sequences.contains_key(k)
             && known.sequences.len() < MAX_SEQUENCES
         {
-            let units = self.offered_units(&candidates, known);
+            let units = self.offered_units(&roots, &candidates, known);
             known.sequences.insert(k.clone(), units);
         }
         let futile = key.as_ref().is_some_and(|k| {
@@ -445,18 +445,20 @@ impl Context<'_> {
     /// [`Sequence`]), up to the bound on victims, worked out without taking them: a gang leaves
     /// its leaf's order once it is offered, as it does when an attempt takes it (its pods no
     /// longer run, or are being moved), and the queues are ranked as an attempt ranks them.
-    fn offered_units(&self, candidates: &Candidates, known: &mut KnownVictims) -> Sequence {
+    fn offered_units(
+        &self,
+        roots: &[usize],
+        candidates: &Candidates,
+        known: &mut KnownVictims,
+    ) -> Sequence {
         let queues = self.policy.queues.len();
-        let roots: Vec<usize> = (0..queues)
-            .filter(|&q| self.policy.queues[q].parent.is_none())
-            .collect();
         let mut heads = Heads::new(queues);
         let mut released = vec![Quantities::default(); queues];
         let mut sequence = Sequence::default();
         while sequence.units.len() < MAX_VICTIMS {
             let next = self
                 .last_victim_queue(
-                    &roots,
+                    roots,
                     candidates,
                     &[],
                     &released,
@@ -464,7 +466,7 @@ impl Context<'_> {
                     &mut heads,
                     known,
                 )
-                .and_then(|(from, _)| Some((from, heads.leaf[from].clone()??)));
+                .and_then(|(from, _)| Some((from, heads.leaf[from].take()??)));
             let Some((from, head)) = next else {
                 sequence.ended = true;
                 break;
@@ -518,19 +520,10 @@ impl Context<'_> {
             honour_min_runtime,
             protected_left_out: false,
         };
-        // Most victim leaves meet the reclaimer's side at the same queue: its quota check is
-        // made once per side.
-        let mut within: Vec<(usize, bool)> = Vec::new();
+        let mut within = WithinBySide::default();
         for (&vq, jobs) in pool.iter().filter(|&(&vq, _)| vq != leaf) {
             let (mine, theirs) = self.leveled(leaf, vq);
-            let mine_within = match within.iter().find(|&&(q, _)| q == mine) {
-                Some(&(_, w)) => w,
-                None => {
-                    let w = self.within_deserved_with(mine, request);
-                    within.push((mine, w));
-                    w
-                }
-            };
+            let mine_within = within.get(self, mine, request);
             if !self.victim_side_eligible(mine_within, theirs, request) {
                 continue;
             }
@@ -671,7 +664,7 @@ impl Context<'_> {
     }
 
     /// KAI's `ReclaimerFitsDeservedQuota`: `queue` with the job stays within its quota.
-    pub(super) fn within_deserved_with(&self, queue: usize, request: &Quantities) -> bool {
+    fn within_deserved_with(&self, queue: usize, request: &Quantities) -> bool {
         let q = self.kai_shares(queue);
         less_equal(
             &add(&each(&q, |s| s.allocated), request),
@@ -941,6 +934,23 @@ fn minus(a: &Quantities, b: &Quantities) -> Quantities {
         gpu: a.gpu - b.gpu,
         cpu: a.cpu - b.cpu,
         memory: a.memory - b.memory,
+    }
+}
+
+/// Whether each reclaimer's side stays within its quota with the job, asked once per side:
+/// most victim leaves meet the reclaimer's side at the same queue.
+#[derive(Debug, Default)]
+pub(super) struct WithinBySide(Vec<(usize, bool)>);
+
+impl WithinBySide {
+    /// [`Context::within_deserved_with`] for side `mine`, worked out on first asking.
+    pub(super) fn get(&mut self, cx: &Context<'_>, mine: usize, request: &Quantities) -> bool {
+        if let Some(&(_, within)) = self.0.iter().find(|&&(q, _)| q == mine) {
+            return within;
+        }
+        let within = cx.within_deserved_with(mine, request);
+        self.0.push((mine, within));
+        within
     }
 }
 

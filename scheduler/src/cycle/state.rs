@@ -41,6 +41,20 @@ pub struct Freed {
     pub pods: i64,
 }
 
+impl Freed {
+    /// Adds a pod on `slot` of a node with `devices` GPU devices.
+    pub fn add(&mut self, slot: &Slot, pod: &Pod, devices: usize) {
+        self.amounts = add(self.amounts, pod.request, 1);
+        self.pods += 1;
+        if !slot.devices.is_empty() && self.devices.is_empty() {
+            self.devices = vec![0; devices];
+        }
+        for &(d, amount) in &slot.devices {
+            self.devices[d] += amount;
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct NodeFree {
     free: Amounts,
