@@ -69,13 +69,27 @@ pub const TRAIN_CLASS: &str = "train";
 /// A job's (namespace, pod group or pod name, whether it is a pod group).
 pub(crate) type JobKey<'s> = (&'s str, &'s str, bool);
 
-/// A job's pod group object (index into `Snapshot::groups`), if any, and its pods.
-pub(crate) type Members = (Option<usize>, Vec<usize>);
+/// The snapshot's pod group objects (indexes into `Snapshot::groups`) by (namespace, name).
+pub(crate) type Objects<'s> = HashMap<(&'s str, &'s str), usize>;
+
+/// The snapshot's pod group objects by (namespace, name): of two objects with one name, the
+/// later one counts.
+pub(crate) fn objects(snapshot: &Snapshot) -> Objects<'_> {
+    let mut objects = Objects::default();
+    objects.reserve(snapshot.groups.len());
+    for (i, g) in snapshot.groups.iter().enumerate() {
+        objects.insert((g.namespace.as_str(), g.name.as_str()), i);
+    }
+    objects
+}
 
 /// Groups the snapshot's pods into jobs, in a stable order (namespace, then name). Pods of
 /// other schedulers are no job: they only hold their node's resources.
 pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
-    build(snapshot, policy, group(snapshot))
+    let by_key = group(snapshot);
+    let mut jobs = Vec::with_capacity(by_key.len());
+    build(snapshot, policy, &objects(snapshot), by_key, &mut jobs);
+    jobs
 }
 
 /// KAI's pod label that orders the pods of one job (`constants/labels: TaskOrderLabelKey`).
@@ -105,17 +119,10 @@ pub(crate) fn task_order(snapshot: &Snapshot, p: usize) -> (TaskRank, Time, usiz
     (task_rank(pod), pod.created, p)
 }
 
-/// The snapshot's pods sorted into their jobs' runs, in the jobs' order, each with its pod
-/// group object: the first half of [`jobs`], which [`build`] finishes (on any slice of it, so
-/// that a large cluster's jobs are built on two threads).
-pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Members)> {
-    // Of two objects with one name, the later one counts.
-    let objects: HashMap<(&str, &str), usize> = snapshot
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| ((g.namespace.as_str(), g.name.as_str()), i))
-        .collect();
+/// The snapshot's pods sorted into their jobs' runs, in the jobs' order: the first half of
+/// [`jobs`], which [`build`] finishes (on any slice of it, so that a large cluster's jobs are
+/// built on two threads).
+pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Vec<usize>)> {
     // The pods sorted by their job's key, in pod order within a job: the jobs come in
     // (namespace, name) order, each a run of pods. A pod group without pods is no job. The
     // sort compares each namespace's rank and the name's first 16 bytes as numbers, and the
@@ -158,7 +165,7 @@ pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Members)> {
             }),
     );
     keyed.sort_unstable();
-    let mut by_key: Vec<(JobKey, Members)> = Vec::new();
+    let mut by_key: Vec<(JobKey, Vec<usize>)> = Vec::new();
     let mut last_sort_key = None;
     for (r, head, key, i) in keyed {
         // The numbers tell most jobs apart before the strings are compared.
@@ -166,19 +173,13 @@ pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Members)> {
             last_sort_key == Some((r, head)) && by_key.last().is_some_and(|(k, _)| *k == key);
         last_sort_key = Some((r, head));
         match by_key.last_mut() {
-            Some((_, (_, pods))) if same => pods.push(i),
-            _ => {
-                let object = key
-                    .2
-                    .then(|| objects.get(&(key.0, key.1)).copied())
-                    .flatten();
-                by_key.push((key, (object, vec![i])));
-            }
+            Some((_, pods)) if same => pods.push(i),
+            _ => by_key.push((key, vec![i])),
         }
     }
     // Inside a job, KAI's task order: pods labelled with a task priority first, the highest
     // first (`plugins/taskorder`), then the snapshot's order. Sorted only where a pod has one.
-    for (_, (_, pods)) in by_key.iter_mut().filter(|(_, (_, pods))| pods.len() > 1) {
+    for (_, pods) in by_key.iter_mut().filter(|(_, pods)| pods.len() > 1) {
         if pods.iter().any(|&p| !task_rank(&snapshot.pods[p]).0) {
             pods.sort_by_cached_key(|&p| task_rank(&snapshot.pods[p]));
         }
@@ -186,101 +187,103 @@ pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Members)> {
     by_key
 }
 
-/// Makes the jobs of some of [`group`]'s runs, in their order: each resolved to its queue and
-/// priority, its pods on nodes outside the snapshot set apart.
+/// Makes the jobs of some of [`group`]'s runs, in their order, at the end of `into`: each
+/// with its pod group object (from `objects`), resolved to its queue and priority, its pods on
+/// nodes outside the snapshot set apart.
 pub(crate) fn build(
     snapshot: &Snapshot,
     policy: &Policy,
-    by_key: Vec<(JobKey<'_>, Members)>,
-) -> Vec<Job> {
+    objects: &Objects<'_>,
+    by_key: Vec<(JobKey<'_>, Vec<usize>)>,
+    into: &mut Vec<Job>,
+) {
     let nodes: FxHashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     let names = QueueNames::new(policy);
-    by_key
-        .into_iter()
-        .map(|((namespace, name, _), (group, all))| {
-            let group = group.map(|g| &snapshot.groups[g]);
-            let first = &snapshot.pods[all[0]];
-            let named_queue = group
-                .and_then(|g| g.queue.as_deref())
-                .or(first.queue.as_deref());
-            let queue = resolve_queue(policy, &names, namespace, named_queue);
-            let (class, declared) =
-                priority_class(policy, &snapshot.priority_classes, group, first, &queue);
-            // A class the policy does not declare takes the cluster's value, as KAI takes it.
-            let cluster_value = class
-                .filter(|_| declared.is_none())
-                .and_then(|c| snapshot.priority_classes.get(c).copied());
-            let priority = declared.map_or(cluster_value.unwrap_or(0), |c| c.value);
-            let created = match group {
-                Some(g) if g.kind_priority.is_none() => g.created,
-                _ => all
-                    .iter()
-                    .map(|&p| snapshot.pods[p].created)
-                    .min()
-                    .unwrap_or(0),
-            };
-            let off_snapshot = |p: &usize| {
-                snapshot.pods[*p]
-                    .node
-                    .as_deref()
-                    .is_some_and(|n| !nodes.contains(n))
-            };
-            // Almost every job has all its pods on known nodes: no second vector then.
-            let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = if all.iter().any(off_snapshot) {
-                all.into_iter().partition(off_snapshot)
-            } else {
-                (Vec::new(), all)
-            };
-            let (gang, stray) =
-                match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
-                    Some((gang, stray)) => (Some(Box::new(gang)), stray),
-                    None => (None, Vec::new()),
-                };
-            // A stray pod that runs stays with its job (it holds what it holds); one that
-            // waits is set apart, to be told why it never starts.
-            let stray: Vec<(usize, String)> = stray
-                .into_iter()
-                .filter(|&(p, _)| snapshot.pods[p].node.is_none())
-                .collect();
-            if !stray.is_empty() {
-                pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
-            }
-            let min_member = group.map_or(1, |g| g.min_member);
-            // KAI's rule where the class is not declared: below 100 is preemptible; the group's
-            // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
-            let by_class = declared.map_or(priority < 100, |c| c.preemptible);
-            let preemptible = group
-                .and_then(|g| g.preemptible)
-                .or(first.preemptibility)
-                .unwrap_or(by_class);
-            Job {
-                key: format!("{namespace}/{name}"),
-                // Pods on nodes outside the snapshot run; the rest of the gang needs fewer.
-                min_member: min_member.saturating_sub(elsewhere.len() as u32),
-                queue,
-                priority,
-                preemptible,
-                unknown_priority_class: class
-                    .filter(|_| declared.is_none() && cluster_value.is_none())
-                    .map(str::to_string),
-                created,
-                namespace: namespace.to_string(),
-                pods,
-                elsewhere,
-                succeeded: group.map_or(0, |g| g.succeeded),
-                staleness_grace: group.and_then(|g| g.staleness_grace),
-                stale_since: group.and_then(|g| g.stale_since),
-                last_start: group.and_then(|g| g.last_start),
-                pod_group: group.is_some(),
-                evicts_from: group.and_then(PodGroup::evicts_from),
-                topology_required: group.and_then(|g| g.topology_required.clone()),
-                topology: group.and_then(|g| g.topology.clone()),
-                topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
-                gang,
-                stray,
-            }
-        })
-        .collect()
+    into.extend(by_key.into_iter().map(|((namespace, name, grouped), all)| {
+        let group = grouped
+            .then(|| objects.get(&(namespace, name)))
+            .flatten()
+            .map(|&g| &snapshot.groups[g]);
+        let first = &snapshot.pods[all[0]];
+        let named_queue = group
+            .and_then(|g| g.queue.as_deref())
+            .or(first.queue.as_deref());
+        let queue = resolve_queue(policy, &names, namespace, named_queue);
+        let (class, declared) =
+            priority_class(policy, &snapshot.priority_classes, group, first, &queue);
+        // A class the policy does not declare takes the cluster's value, as KAI takes it.
+        let cluster_value = class
+            .filter(|_| declared.is_none())
+            .and_then(|c| snapshot.priority_classes.get(c).copied());
+        let priority = declared.map_or(cluster_value.unwrap_or(0), |c| c.value);
+        let created = match group {
+            Some(g) if g.kind_priority.is_none() => g.created,
+            _ => all
+                .iter()
+                .map(|&p| snapshot.pods[p].created)
+                .min()
+                .unwrap_or(0),
+        };
+        let off_snapshot = |p: &usize| {
+            snapshot.pods[*p]
+                .node
+                .as_deref()
+                .is_some_and(|n| !nodes.contains(n))
+        };
+        // Almost every job has all its pods on known nodes: no second vector then.
+        let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = if all.iter().any(off_snapshot) {
+            all.into_iter().partition(off_snapshot)
+        } else {
+            (Vec::new(), all)
+        };
+        let (gang, stray) = match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
+            Some((gang, stray)) => (Some(Box::new(gang)), stray),
+            None => (None, Vec::new()),
+        };
+        // A stray pod that runs stays with its job (it holds what it holds); one that
+        // waits is set apart, to be told why it never starts.
+        let stray: Vec<(usize, String)> = stray
+            .into_iter()
+            .filter(|&(p, _)| snapshot.pods[p].node.is_none())
+            .collect();
+        if !stray.is_empty() {
+            pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
+        }
+        let min_member = group.map_or(1, |g| g.min_member);
+        // KAI's rule where the class is not declared: below 100 is preemptible; the group's
+        // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
+        let by_class = declared.map_or(priority < 100, |c| c.preemptible);
+        let preemptible = group
+            .and_then(|g| g.preemptible)
+            .or(first.preemptibility)
+            .unwrap_or(by_class);
+        Job {
+            key: format!("{namespace}/{name}"),
+            // Pods on nodes outside the snapshot run; the rest of the gang needs fewer.
+            min_member: min_member.saturating_sub(elsewhere.len() as u32),
+            queue,
+            priority,
+            preemptible,
+            unknown_priority_class: class
+                .filter(|_| declared.is_none() && cluster_value.is_none())
+                .map(str::to_string),
+            created,
+            namespace: namespace.to_string(),
+            pods,
+            elsewhere,
+            succeeded: group.map_or(0, |g| g.succeeded),
+            staleness_grace: group.and_then(|g| g.staleness_grace),
+            stale_since: group.and_then(|g| g.stale_since),
+            last_start: group.and_then(|g| g.last_start),
+            pod_group: group.is_some(),
+            evicts_from: group.and_then(PodGroup::evicts_from),
+            topology_required: group.and_then(|g| g.topology_required.clone()),
+            topology: group.and_then(|g| g.topology.clone()),
+            topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
+            gang,
+            stray,
+        }
+    }));
 }
 
 /// A job's priority class, and the policy's declaration of it. A PodGroup object's
@@ -490,11 +493,7 @@ mod tests {
                     _ => expected.push((key, vec![i])),
                 }
             }
-            let got: Vec<(JobKey, Vec<usize>)> = group(&snapshot)
-                .into_iter()
-                .map(|(key, (_, run))| (key, run))
-                .collect();
-            prop_assert_eq!(got, expected);
+            prop_assert_eq!(group(&snapshot), expected);
         }
     }
 }

@@ -120,6 +120,18 @@ impl QueueUse {
         }
     }
 
+    /// Adds what `other` charges each queue.
+    fn merge(&mut self, other: &QueueUse) {
+        let pairs = self.all.iter_mut().zip(&other.all);
+        for (mine, theirs) in
+            pairs.chain(self.non_preemptible.iter_mut().zip(&other.non_preemptible))
+        {
+            for kind in ResourceKind::ALL {
+                *mine.get_mut(kind) += theirs.get(kind);
+            }
+        }
+    }
+
     /// Adds (`sign = 1`) or removes (`-1`) a job's amounts on its leaf and every ancestor.
     pub fn add(
         &mut self,
@@ -198,6 +210,86 @@ impl Actions {
     }
 }
 
+/// A cycle's jobs, the nodes' room with each bound pod's slot, and what each queue's running
+/// pods hold. Grouping pods into jobs and rebuilding the room read the snapshot only: with
+/// `parallel`, the room is rebuilt (and the pod group objects indexed by name) while the pods
+/// are sorted into their jobs' runs, then each half of the jobs is built, and charged to its
+/// queues, on its own thread. The result is the same either way.
+#[allow(clippy::type_complexity)]
+fn prepare<'s>(
+    snapshot: &'s Snapshot,
+    policy: &Policy,
+    parallel: bool,
+) -> (
+    Vec<jobs::Job>,
+    (state::ClusterState<'s>, Vec<Option<state::Slot>>),
+    QueueUse,
+) {
+    if parallel {
+        let ((state, slots), objects, mut first) = std::thread::scope(|scope| {
+            let room =
+                scope.spawn(|| (state::ClusterState::new(snapshot), jobs::objects(snapshot)));
+            let runs = jobs::group(snapshot);
+            let (room, objects) = room
+                .join()
+                .expect("rebuilding the nodes' room does not panic");
+            (room, objects, runs)
+        });
+        let second = first.split_off(first.len() / 2);
+        let total = first.len() + second.len();
+        let (jobs, used) = std::thread::scope(|scope| {
+            let second = scope.spawn(|| {
+                let mut jobs = Vec::with_capacity(second.len());
+                jobs::build(snapshot, policy, &objects, second, &mut jobs);
+                let used = charged(snapshot, policy, &jobs, &slots);
+                (jobs, used)
+            });
+            let mut jobs = Vec::with_capacity(total);
+            jobs::build(snapshot, policy, &objects, first, &mut jobs);
+            let mut used = charged(snapshot, policy, &jobs, &slots);
+            let (rest, rest_used) = second.join().expect("building jobs does not panic");
+            jobs.extend(rest);
+            used.merge(&rest_used);
+            (jobs, used)
+        });
+        (jobs, (state, slots), used)
+    } else {
+        let jobs = jobs::jobs(snapshot, policy);
+        let (state, slots) = state::ClusterState::new(snapshot);
+        let used = charged(snapshot, policy, &jobs, &slots);
+        (jobs, (state, slots), used)
+    }
+}
+
+/// What the running pods of `jobs` hold, charged to their queues. A pod being deleted still
+/// holds its node's room, but not its queue's share: KAI counts releasing pods as neither
+/// allocated nor requested.
+fn charged(
+    snapshot: &Snapshot,
+    policy: &Policy,
+    jobs: &[jobs::Job],
+    slots: &[Option<state::Slot>],
+) -> QueueUse {
+    let mut used = QueueUse::new(policy.queues.len());
+    for job in jobs {
+        let Ok(q) = job.queue else { continue };
+        let running = job
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| slots[p].is_some() && !snapshot.pods[p].terminating)
+            .chain(job.elsewhere.iter().copied());
+        used.add(
+            policy,
+            q,
+            jobs::sum_requests(snapshot, running),
+            job.preemptible,
+            1,
+        );
+    }
+    used
+}
+
 /// Pods from which a cycle prepares its jobs and its nodes' room on two threads.
 const PARALLEL_PREPARE: usize = 20_000;
 
@@ -221,31 +313,8 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         timings.push((name, now.duration_since(clock).as_secs_f64()));
         clock = now;
     };
-    // Grouping pods into jobs and rebuilding the nodes' free room read the snapshot only: on a
-    // large cluster they run side by side, and the jobs are built in two halves, the second
-    // beside the first (the two steps take about as long: the room is rebuilt while the pods
-    // are sorted into their jobs).
-    let (jobs, (mut state, mut slots)) = if snapshot.pods.len() >= PARALLEL_PREPARE {
-        std::thread::scope(|scope| {
-            let state = scope.spawn(|| state::ClusterState::new(snapshot));
-            let mut first = jobs::group(snapshot);
-            let second = first.split_off(first.len() / 2);
-            let second = scope.spawn(|| jobs::build(snapshot, policy, second));
-            let mut jobs = jobs::build(snapshot, policy, first);
-            jobs.extend(second.join().expect("building jobs does not panic"));
-            (
-                jobs,
-                state
-                    .join()
-                    .expect("rebuilding the nodes' room does not panic"),
-            )
-        })
-    } else {
-        (
-            jobs::jobs(snapshot, policy),
-            state::ClusterState::new(snapshot),
-        )
-    };
+    let (jobs, (mut state, mut slots), mut used) =
+        prepare(snapshot, policy, snapshot.pods.len() >= PARALLEL_PREPARE);
     if let Some(dra) = &mut state.dra {
         dra::block_by_queue_label(dra, snapshot, policy, &jobs);
     }
@@ -256,25 +325,6 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         named_spread || spread(policy.cluster.placement.gpu),
         named_spread || spread(policy.cluster.placement.cpu),
     );
-    let mut used = QueueUse::new(policy.queues.len());
-    for job in &jobs {
-        let Ok(q) = job.queue else { continue };
-        // A pod being deleted still holds its node's room, but not its queue's share: KAI
-        // counts releasing pods as neither allocated nor requested.
-        let running = job
-            .pods
-            .iter()
-            .copied()
-            .filter(|&p| slots[p].is_some() && !snapshot.pods[p].terminating)
-            .chain(job.elsewhere.iter().copied());
-        used.add(
-            policy,
-            q,
-            jobs::sum_requests(snapshot, running),
-            job.preemptible,
-            1,
-        );
-    }
     lap("prepare");
     let shares = fairshare::compute(policy, &demand(snapshot, policy, &jobs, &used, usage));
     lap("fair-share");

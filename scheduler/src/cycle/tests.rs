@@ -2240,3 +2240,46 @@ fn a_pod_slot_held_by_a_pod_being_deleted_takes_only_a_nomination() {
         ]
     );
 }
+
+/// Jobs built on two threads are the jobs built on one, with the same room and the same
+/// allocation per queue: the steady scenario's cluster, with what it lacks added by hand (pods
+/// without a group, a group with two objects, a pod on a node outside the snapshot, a pod
+/// being deleted, a pod of another scheduler, a pod group object without pods).
+#[test]
+fn preparing_on_two_threads_gives_what_one_thread_gives() {
+    let shape = crate::bench::Shape {
+        nodes: 40,
+        pods: 1_500,
+        queues: 30,
+        seed: 11,
+    };
+    let mut s = crate::bench::steady_cluster(&shape).unwrap();
+    let snapshot = &mut s.snapshot;
+    let mut twin = snapshot.groups[3].clone();
+    twin.min_member += 1;
+    snapshot.groups.push(twin);
+    let mut orphan = snapshot.groups[5].clone();
+    orphan.name = "no-pods".to_string();
+    snapshot.groups.push(orphan);
+    for (i, pod) in snapshot.pods.iter_mut().enumerate() {
+        match i % 97 {
+            1 => pod.group = None,
+            2 if pod.node.is_some() => pod.node = Some("gone".to_string()),
+            3 if pod.node.is_some() => pod.terminating = true,
+            4 => pod.foreign = true,
+            _ => {}
+        }
+    }
+    let (jobs, (state, slots), used) = prepare(&s.snapshot, &s.policy, false);
+    assert!(jobs.iter().any(|j| !j.elsewhere.is_empty()));
+    // Of two objects with one name, the later one counts.
+    let twin = &s.snapshot.groups[s.snapshot.groups.len() - 2];
+    let key = format!("{}/{}", twin.namespace, twin.name);
+    let job = jobs.iter().find(|j| j.key == key).unwrap();
+    assert_eq!(job.min_member, 2);
+    let (jobs_2, (state_2, slots_2), used_2) = prepare(&s.snapshot, &s.policy, true);
+    assert_eq!(format!("{jobs_2:?}"), format!("{jobs:?}"));
+    assert_eq!(format!("{state_2:?}"), format!("{state:?}"));
+    assert_eq!(slots_2, slots);
+    assert_eq!(format!("{used_2:?}"), format!("{used:?}"));
+}
