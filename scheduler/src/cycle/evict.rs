@@ -9,14 +9,16 @@ use std::rc::Rc;
 
 use kai_policy_compiler::quantity::ResourceKind;
 
+use super::UseChange;
 use super::allocate::{Context, Unplaced};
 use super::gang::PodState;
 use super::jobs::{request_of, room_of};
 use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
-use super::state::{Slot, same_place};
+use super::state::{Freed, NodeRoom, Slot, same_place};
 use crate::cluster::Time;
 use crate::decision::{Decision, EvictReason, Reason};
+use rustc_hash::FxHashMap;
 
 /// How long a running gang may stay below `minMember` before it is evicted whole (KAI's default
 /// `--default-staleness-grace-period`).
@@ -64,6 +66,34 @@ struct Step {
     before: bool,
     /// For a unit that went before the gang: where its job's pods were placed again.
     placed: Placed,
+    /// What shows that another job's attempt judges the unit alike, and bounds the room the
+    /// step leaves (`None`: not kept).
+    proof: Option<Box<StepProof>>,
+}
+
+/// What a later reclaim attempt needs to prove, without taking the units, that it would pass
+/// through this step as the recording attempt did ([`Context::follows_trail`]), and what room
+/// the step leaves on the nodes it changed ([`Context::peak_room`]).
+#[derive(Debug)]
+struct StepProof {
+    /// The changes the step made to the queues' allocation after the unit left it and was
+    /// judged, in order.
+    changes: Vec<UseChange>,
+    /// The heads of the victim's queue the judgement compared with the gang's queue's.
+    theirs: Vec<Quantities>,
+    /// The nodes whose free room the step changed, with their room after it.
+    rooms: Vec<(usize, NodeRoom)>,
+}
+
+/// The most heads of a victim's queue a [`StepProof`] keeps: a queue with a longer backlog
+/// leaves its steps unproven, so that a trail's memory stays small.
+const MAX_PROOF_HEADS: usize = 64;
+
+impl Trail {
+    /// Whether it holds a step, with its proof, for each of the first `units` units.
+    pub(crate) fn provable(&self, units: usize) -> bool {
+        self.steps.len() >= units && self.steps[..units].iter().all(|s| s.proof.is_some())
+    }
 }
 
 /// The slots a victim job's pods were given when placed again (`None`: they found none).
@@ -523,6 +553,22 @@ impl Context<'_> {
         pending: &[usize],
         heads: &mut Option<Vec<Quantities>>,
     ) -> bool {
+        self.goes_before_noting(v, moved, job, leaf, pending, heads, None)
+    }
+
+    /// [`Self::goes_before`], keeping in `theirs` the victim's queue's heads it compared with
+    /// the preemptor's queue's (left `None` where the two are one queue).
+    #[allow(clippy::too_many_arguments)]
+    fn goes_before_noting(
+        &self,
+        v: usize,
+        moved: &[usize],
+        job: usize,
+        leaf: usize,
+        pending: &[usize],
+        heads: &mut Option<Vec<Quantities>>,
+        theirs: Option<&mut Option<Vec<Quantities>>>,
+    ) -> bool {
         let Ok(vq) = self.jobs[v].queue else {
             return false;
         };
@@ -533,13 +579,30 @@ impl Context<'_> {
             }
             return self.job_order(v) < self.job_order(job);
         }
-        let (mine, theirs) = self.leveled(leaf, vq);
         // Each queue's jobs up to the one in question, in job order, as KAI's solver meets
         // them: the waiting ones are popped and passed over, so the queue then competes again
-        // with its next job. The victim goes first if its queue reaches it before the
-        // preemptor's queue reaches the preemptor.
+        // with its next job.
         let theirs_jobs = self.heads_up_to(vq, v, moved);
         let mine_jobs = heads.get_or_insert_with(|| self.heads_up_to(leaf, job, pending));
+        let first = self.reaches_first(leaf, vq, &theirs_jobs, mine_jobs, self.used);
+        if let Some(out) = theirs {
+            *out = Some(theirs_jobs);
+        }
+        first
+    }
+
+    /// Whether the victim's queue `vq`, meeting its jobs' `theirs_jobs` in turn, reaches its
+    /// last before the preemptor's queue `leaf` reaches the last of `mine_jobs` (the
+    /// preemptor), with the allocation `used`.
+    fn reaches_first(
+        &self,
+        leaf: usize,
+        vq: usize,
+        theirs_jobs: &[Quantities],
+        mine_jobs: &[Quantities],
+        used: &super::QueueUse,
+    ) -> bool {
+        let (mine, theirs) = self.leveled(leaf, vq);
         let side = |queue: usize, job: Quantities| Side {
             queue,
             job,
@@ -549,8 +612,8 @@ impl Context<'_> {
         let (mut at_t, mut at_m) = (t.next(), m.next());
         while let (Some(&tj), Some(&mj)) = (at_t, at_m) {
             let first = compare_keys(
-                &self.order_key(&side(theirs, tj)),
-                &self.order_key(&side(mine, mj)),
+                &self.order_key_with(&side(theirs, tj), used),
+                &self.order_key_with(&side(mine, mj), used),
             ) == Ordering::Less;
             if first {
                 at_t = t.next();
@@ -565,6 +628,65 @@ impl Context<'_> {
             }
         }
         false
+    }
+
+    /// Whether an attempt of `job` (in `leaf`, its gang `pending`) taking `units` judges each
+    /// of them as the steps of `trail` did (going before the gang or not), and so passes
+    /// through the states the recording attempt passed through: the allocation is brought, step
+    /// by step, where that attempt had it when it judged the unit, then put back as it was.
+    /// `trail` must be [`Trail::provable`] over `units`.
+    pub(crate) fn follows_trail(
+        &mut self,
+        job: usize,
+        leaf: usize,
+        pending: &[usize],
+        units: &[(usize, Vec<usize>)],
+        trail: &Trail,
+    ) -> bool {
+        let mut mine_jobs = None;
+        let mut made: Vec<UseChange> = Vec::new();
+        let mut follows = true;
+        for ((v, pods), step) in units.iter().zip(&trail.steps) {
+            let (Some(proof), &Ok(vq)) = (step.proof.as_deref(), &self.jobs[*v].queue) else {
+                follows = false;
+                break;
+            };
+            // The unit leaves its queue's allocation ([`Self::take_slots`]), is judged, and
+            // the step's changes follow.
+            let leaves = UseChange::new(
+                vq,
+                request_of(self.snapshot, pods),
+                self.jobs[*v].preemptible,
+                -1,
+            );
+            self.used.replay(self.policy, &[leaves], true);
+            made.push(leaves);
+            let mine = mine_jobs.get_or_insert_with(|| self.heads_up_to(leaf, job, pending));
+            let before = vq != leaf && self.reaches_first(leaf, vq, &proof.theirs, mine, self.used);
+            self.used.replay(self.policy, &proof.changes, true);
+            made.extend_from_slice(&proof.changes);
+            if vq == leaf || before != step.before {
+                follows = false;
+                break;
+            }
+        }
+        self.used.replay(self.policy, &made, false);
+        follows
+    }
+
+    /// The most room each node the first `units` steps of `trail` changed had after any of
+    /// them, beyond what it has now: as `trail` left it, no node ever had more.
+    pub(crate) fn peak_room(&self, trail: &Trail, units: usize) -> FxHashMap<usize, Freed> {
+        let mut peak: FxHashMap<usize, Freed> = FxHashMap::default();
+        let proofs = trail.steps[..units]
+            .iter()
+            .filter_map(|s| s.proof.as_deref());
+        for (n, room) in proofs.flat_map(|p| &p.rooms) {
+            peak.entry(*n)
+                .or_default()
+                .max_with(&self.state.room_above(*n, room));
+        }
+        peak
     }
 
     /// The init resources of the jobs allocate left waiting in `leaf` that come before `job`
@@ -736,14 +858,17 @@ impl Context<'_> {
             // The pods leave their slots and the victim its queue's allocation; the room is
             // freed below, once it is known whether the unit goes straight back onto it.
             let freed = self.take_slots(&victim);
+            let proving = trail.is_some() && victim.in_sequence;
+            let mut theirs = None;
             let before = victim.reason.is_some()
-                && self.goes_before(
+                && self.goes_before_noting(
                     victim.job,
                     &victim.pods,
                     job,
                     leaf,
                     pending,
                     &mut mine_heads,
+                    proving.then_some(&mut theirs),
                 );
             // The trail holds from its start up to here: this step's is reused if it judged the
             // unit alike; otherwise this attempt's steps replace it from here.
@@ -758,6 +883,12 @@ impl Context<'_> {
                     None
                 }
             });
+            // A step the trail keeps records what proves it ([`StepProof`]).
+            let recording = proving && trail.as_deref().is_some_and(|t| t.steps.len() == step);
+            if recording {
+                self.used.record();
+                self.state.note_changes();
+            }
             // A unit the trail places again on the very slots it left, alone of its job in this
             // attempt, would free its room only to take it again: it keeps it (debug builds free
             // it and search, checking the trail).
@@ -822,10 +953,28 @@ impl Context<'_> {
                         .position(|u| v.pods.iter().any(|p| u.pods.contains(p)))
                 });
             }
+            let changes = self.used.take_recorded();
+            let changed = self.state.take_noted();
             if let Some(t) = trail.as_deref_mut()
                 && t.steps.len() == step
             {
-                t.steps.push(Step { before, placed });
+                let proof = theirs
+                    .filter(|heads| recording && heads.len() <= MAX_PROOF_HEADS)
+                    .map(|theirs| {
+                        Box::new(StepProof {
+                            changes,
+                            theirs,
+                            rooms: changed
+                                .into_iter()
+                                .map(|n| (n, self.state.node_room(n)))
+                                .collect(),
+                        })
+                    });
+                t.steps.push(Step {
+                    before,
+                    placed,
+                    proof,
+                });
             }
             // Limits and non-preemptible quota are judged now, with the victims gone: allocate
             // has placed other jobs since this one was first admitted.

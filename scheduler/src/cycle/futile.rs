@@ -9,10 +9,22 @@
 //! room. If even that room cannot hold the gang's pods, counting only CPU, memory, GPU devices
 //! and pod slots, the attempt would fail at every step, and it is not run. Debug builds run it
 //! all the same and check that it fails.
+//!
+//! Most attempts that bound leaves standing fail because the units go back before the gang:
+//! KAI's solver places them again, mostly where they were, so their room is never free for
+//! the gang. An earlier attempt with the same units may have left a [`Trail`] of its steps that
+//! covers them all, each step with its proof (`evict.rs: StepProof`): the changes it made to
+//! the queues' allocation, the heads of the victim's queue it judged the unit by, and the room
+//! it left on the nodes it changed. An attempt that judges each unit as that one did (going
+//! before the gang or not: `Context::follows_trail` brings the allocation, step by step, where
+//! it stood, and puts it back) passes through the very same states; if no node's most room over
+//! those states, beside every other node's room now, can hold the gang, it fails too, and is
+//! not run.
 
 use rustc_hash::FxHashMap;
 
 use super::allocate::Context;
+use super::evict::Trail;
 use super::jobs::request_of;
 use super::kai::each;
 use super::reclaim::{WithinBySide, allows};
@@ -73,28 +85,36 @@ impl Context<'_> {
     /// Whether a reclaim attempt for the gang `pending` of a job in `leaf`, asking `request`,
     /// must fail when the victim order offers it `units` (the units it offers the attempt's
     /// candidates, up to the bound on victims or the order's end).
+    ///
+    /// `trail` is what earlier attempts with these units did (for the job's kind of solver
+    /// nodes): where it covers every unit with its proofs, the room bound may come from the
+    /// states it passed through instead, if this attempt judges each unit as it did.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn reclaim_is_futile(
         &mut self,
+        job: usize,
         leaf: usize,
         pending: &[usize],
         request: &super::kai::Quantities,
         units: &[(usize, Vec<usize>)],
+        trail: &Trail,
         room: &mut RoomByShape,
     ) -> bool {
         // Inter-pod terms can open a node when a pod leaves another.
-        !self.state.tracks_inter_pod_terms()
-            && self.gang_exceeds_room(pending, units, room)
+        if self.state.tracks_inter_pod_terms() {
+            return false;
+        }
+        let by_units = self.gang_exceeds(pending, &self.freed_by(units), room);
+        let by_trail = !by_units
+            && trail.provable(units.len())
+            && self.gang_exceeds(pending, &self.peak_room(trail, units.len()), room);
+        (by_units || by_trail)
             && !self.some_unit_may_only_move(leaf, request, units)
+            && (by_units || self.follows_trail(job, leaf, pending, units, trail))
     }
 
-    /// Whether some shape of the gang's pods has more pods than copies of it fit the nodes'
-    /// free room with every unit's pods gone.
-    fn gang_exceeds_room(
-        &self,
-        pending: &[usize],
-        units: &[(usize, Vec<usize>)],
-        room: &mut RoomByShape,
-    ) -> bool {
+    /// The room the pods of `units` hold, by node.
+    fn freed_by(&self, units: &[(usize, Vec<usize>)]) -> FxHashMap<usize, Freed> {
         let mut freed: FxHashMap<usize, Freed> = FxHashMap::default();
         for &p in units.iter().flat_map(|(_, pods)| pods) {
             let Some(slot) = &self.slots[p] else { continue };
@@ -104,6 +124,17 @@ impl Context<'_> {
                 .or_default()
                 .add(slot, &self.snapshot.pods[p], devices);
         }
+        freed
+    }
+
+    /// Whether some shape of the gang's pods has more pods than copies of it fit the nodes'
+    /// free room with `freed` added.
+    fn gang_exceeds(
+        &self,
+        pending: &[usize],
+        freed: &FxHashMap<usize, Freed>,
+        room: &mut RoomByShape,
+    ) -> bool {
         let mut shapes: Vec<(usize, u128)> = Vec::new();
         for &p in pending {
             let of = |q: usize| shape(&self.snapshot.pods[q]);
@@ -116,7 +147,7 @@ impl Context<'_> {
             let pod = &self.snapshot.pods[p];
             let now = room.count(self.state, pod);
             let mut most = now.total;
-            for (&n, f) in &freed {
+            for (&n, f) in freed {
                 most = most - u128::from(now.per_node[n])
                     + u128::from(self.state.most_pods(n, pod, Some(f)));
             }

@@ -110,6 +110,30 @@ pub struct CycleResult {
 pub(crate) struct QueueUse {
     pub all: Vec<Amounts>,
     pub non_preemptible: Vec<Amounts>,
+    /// The changes made since [`Self::record`], while recording.
+    recorded: Option<Vec<UseChange>>,
+}
+
+/// One change of a [`QueueUse`]: a job's amounts added on its leaf (`sign` 1) or taken off
+/// (-1), and whether the job is preemptible.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UseChange {
+    leaf: usize,
+    amounts: Amounts,
+    preemptible: bool,
+    sign: i64,
+}
+
+impl UseChange {
+    /// A job's `amounts` added on its `leaf` (`sign` 1) or taken off (-1).
+    pub fn new(leaf: usize, amounts: Amounts, preemptible: bool, sign: i64) -> Self {
+        UseChange {
+            leaf,
+            amounts,
+            preemptible,
+            sign,
+        }
+    }
 }
 
 impl QueueUse {
@@ -117,6 +141,30 @@ impl QueueUse {
         QueueUse {
             all: vec![Amounts::default(); n],
             non_preemptible: vec![Amounts::default(); n],
+            recorded: None,
+        }
+    }
+
+    /// Starts recording the changes, forgetting those recorded so far.
+    pub fn record(&mut self) {
+        self.recorded = Some(Vec::new());
+    }
+
+    /// Stops recording; the changes recorded.
+    pub fn take_recorded(&mut self) -> Vec<UseChange> {
+        self.recorded.take().unwrap_or_default()
+    }
+
+    /// Makes recorded changes again (`forward`), or undoes them (in reverse order).
+    pub fn replay(&mut self, policy: &Policy, changes: &[UseChange], forward: bool) {
+        let mut apply = |c: &UseChange| {
+            let sign = if forward { c.sign } else { -c.sign };
+            self.add(policy, c.leaf, c.amounts, c.preemptible, sign);
+        };
+        if forward {
+            changes.iter().for_each(&mut apply);
+        } else {
+            changes.iter().rev().for_each(&mut apply);
         }
     }
 
@@ -141,6 +189,9 @@ impl QueueUse {
         preemptible: bool,
         sign: i64,
     ) {
+        if let Some(recorded) = &mut self.recorded {
+            recorded.push(UseChange::new(leaf, amounts, preemptible, sign));
+        }
         let mut at = Some(leaf);
         while let Some(q) = at {
             for kind in ResourceKind::ALL {

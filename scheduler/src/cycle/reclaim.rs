@@ -316,14 +316,17 @@ impl Context<'_> {
             let units = self.offered_units(&roots, &candidates, known);
             known.sequences.insert(k.clone(), units);
         }
+        let limited = usize::from(self.limits_solver_nodes(job));
         let futile = key.as_ref().is_some_and(|k| {
             known.sequences.get(k).is_some_and(|s| {
                 (s.ended || s.units.len() >= MAX_VICTIMS)
                     && self.reclaim_is_futile(
+                        job,
                         leaf,
                         &pending,
                         &request,
                         &s.units[..s.units.len().min(MAX_VICTIMS)],
+                        &s.trails[limited],
                         &mut known.room,
                     )
             })
@@ -335,7 +338,6 @@ impl Context<'_> {
             .as_ref()
             .map(|k| known.sequences.remove(k).unwrap_or_default());
         // Taken out while the attempt runs: the victim order below borrows the sequence.
-        let limited = usize::from(self.limits_solver_nodes(job));
         let mut trail = sequence
             .as_mut()
             .map(|s| std::mem::take(&mut s.trails[limited]));

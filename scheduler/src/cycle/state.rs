@@ -41,7 +41,28 @@ pub struct Freed {
     pub pods: i64,
 }
 
+/// A node's free room as [`ClusterState::most_pods`] reads it, kept to compare with later.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeRoom {
+    free: Amounts,
+    devices: Vec<i64>,
+    pod_slots: i64,
+}
+
 impl Freed {
+    /// Keeps the larger of its amount and `other`'s in each thing.
+    pub fn max_with(&mut self, other: &Freed) {
+        let (a, b) = (&mut self.amounts, &other.amounts);
+        (a.cpu, a.memory, a.gpu) = (a.cpu.max(b.cpu), a.memory.max(b.memory), a.gpu.max(b.gpu));
+        self.pods = self.pods.max(other.pods);
+        if self.devices.len() < other.devices.len() {
+            self.devices.resize(other.devices.len(), 0);
+        }
+        for (mine, &theirs) in self.devices.iter_mut().zip(&other.devices) {
+            *mine = (*mine).max(theirs);
+        }
+    }
+
     /// Adds a pod on `slot` of a node with `devices` GPU devices.
     pub fn add(&mut self, slot: &Slot, pod: &Pod, devices: usize) {
         self.amounts = add(self.amounts, pod.request, 1);
@@ -246,6 +267,8 @@ pub struct ClusterState<'s> {
     unsettled_by_node: Vec<Unsettled>,
     /// Whether a node has MIG instances (their free count is read only there).
     has_mig: Vec<bool>,
+    /// The nodes whose free room changed since [`Self::note_changes`], while noting.
+    noted: Option<Vec<usize>>,
     /// The DRA claims and devices, when some pod uses a claim.
     pub(super) dra: Option<super::dra::DraState<'s>>,
     /// The nodes' NUMA zones, when some node has them.
@@ -341,6 +364,7 @@ impl<'s> ClusterState<'s> {
                 .iter()
                 .map(|n| crate::cluster::mig_gpus(&n.extended) > 0)
                 .collect(),
+            noted: None,
             dra: super::dra::DraState::new(snapshot),
             numa: super::numa::NumaState::new(snapshot),
         };
@@ -751,6 +775,53 @@ impl<'s> ClusterState<'s> {
         most
     }
 
+    /// Starts noting the nodes whose free room changes, forgetting those noted so far.
+    pub(crate) fn note_changes(&mut self) {
+        self.noted = Some(Vec::new());
+    }
+
+    /// Stops noting; the nodes noted, each once, in order.
+    pub(crate) fn take_noted(&mut self) -> Vec<usize> {
+        let mut noted = self.noted.take().unwrap_or_default();
+        noted.sort_unstable();
+        noted.dedup();
+        noted
+    }
+
+    /// A node's free room now.
+    pub(crate) fn node_room(&self, node: usize) -> NodeRoom {
+        let n = &self.nodes[node];
+        NodeRoom {
+            free: n.free,
+            devices: n.devices.clone(),
+            pod_slots: n.pod_slots,
+        }
+    }
+
+    /// How much more `room` (the node's at some other time) has free than the node has now, in
+    /// each thing [`Self::most_pods`] counts (nothing where it has less).
+    pub(crate) fn room_above(&self, node: usize, room: &NodeRoom) -> Freed {
+        let n = &self.nodes[node];
+        let above = |then: i64, now: i64| (then - now).max(0);
+        Freed {
+            amounts: Amounts {
+                cpu: above(room.free.cpu, n.free.cpu),
+                memory: above(room.free.memory, n.free.memory),
+                gpu: above(room.free.gpu, n.free.gpu),
+            },
+            devices: room
+                .devices
+                .iter()
+                .zip(&n.devices)
+                .map(|(&then, &now)| above(then, now))
+                .collect(),
+            pods: match n.pod_slots {
+                i64::MAX => 0,
+                now => above(room.pod_slots, now),
+            },
+        }
+    }
+
     /// Whole free GPU devices of a node.
     pub fn whole_devices(&self, node: usize) -> u32 {
         self.nodes[node].whole
@@ -822,6 +893,9 @@ impl<'s> ClusterState<'s> {
         self.versions += 1;
         self.version = self.versions;
         self.changed_at[slot.node] = self.versions;
+        if let Some(noted) = &mut self.noted {
+            noted.push(slot.node);
+        }
         if self.schedulable[slot.node] {
             self.free_total = add(self.free_total, pod.request, sign);
         }
