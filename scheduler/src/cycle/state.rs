@@ -1253,13 +1253,20 @@ impl<'s> ClusterState<'s> {
     /// places the preemptor and its victims again only on the preemptor's feasible nodes and
     /// the victims' nodes (KAI's `FeasibleNodesForJob`, `byPodSolver.updateFeasibleNodes`).
     pub fn limit_to(&mut self, nodes: Vec<bool>) {
-        // `by_cpu` holds every schedulable node, in order: the subset needs no sort.
-        self.scenario_cpu = self
-            .by_cpu
-            .iter()
-            .filter(|&&(_, n)| nodes[n])
-            .copied()
+        // `by_cpu` holds every schedulable node under its indexed key: the subset is read
+        // from those keys (walking the whole tree costs more than sorting the few allowed).
+        let mut allowed: Vec<(i64, usize)> = (0..nodes.len())
+            .filter(|&n| nodes[n] && self.schedulable[n])
+            .map(|n| (self.indexed[n].cpu, n))
             .collect();
+        allowed.sort_unstable();
+        self.scenario_cpu = allowed.into_iter().collect();
+        debug_assert!(
+            self.scenario_cpu
+                .iter()
+                .eq(self.by_cpu.iter().filter(|&&(_, n)| nodes[n])),
+            "the limited CPU index is not the CPU index's subset"
+        );
         self.scenario = Some(nodes);
     }
 
