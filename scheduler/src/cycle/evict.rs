@@ -805,9 +805,7 @@ impl Context<'_> {
         if !self.limits_solver_nodes(job) {
             return None;
         }
-        let mut nodes: Vec<bool> = (0..self.state.len())
-            .map(|n| self.state.has_free_gpus(n))
-            .collect();
+        let mut nodes = self.state.nodes_with_free_gpus();
         for &p in &self.releasing {
             if let Some(slot) = &self.slots[p]
                 && self.snapshot.pods[p].asks_gpu()

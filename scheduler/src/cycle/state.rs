@@ -267,6 +267,9 @@ pub struct ClusterState<'s> {
     unsettled_by_node: Vec<Unsettled>,
     /// Whether a node has MIG instances (their free count is read only there).
     has_mig: Vec<bool>,
+    /// Per node, whether it has GPUs free ([`Self::nodes_with_free_gpus`]), kept as pods come
+    /// and go: each eviction attempt asks it of every node.
+    free_gpus: Vec<bool>,
     /// The nodes whose free room changed since [`Self::note_changes`], while noting.
     noted: Option<Vec<usize>>,
     /// The DRA claims and devices, when some pod uses a claim.
@@ -364,6 +367,7 @@ impl<'s> ClusterState<'s> {
                 .iter()
                 .map(|n| crate::cluster::mig_gpus(&n.extended) > 0)
                 .collect(),
+            free_gpus: Vec::new(),
             noted: None,
             dra: super::dra::DraState::new(snapshot),
             numa: super::numa::NumaState::new(snapshot),
@@ -373,6 +377,9 @@ impl<'s> ClusterState<'s> {
                 state.free_total = add(state.free_total, node.allocatable, 1);
             }
         }
+        state.free_gpus = (0..state.nodes.len())
+            .map(|n| state.gpus_free_on(n))
+            .collect();
         let index = snapshot.node_index();
         let mut slots = vec![None; snapshot.pods.len()];
         // Kubernetes does not say which device a pod holds, so rebuild it: whole-device pods
@@ -916,6 +923,8 @@ impl<'s> ClusterState<'s> {
         if n.pod_slots != i64::MAX {
             n.pod_slots += sign;
         }
+        self.free_gpus[slot.node] = self.gpus_free_on(slot.node);
+        let n = &mut self.nodes[slot.node];
         let ports = &pod.constraints.host_ports;
         if sign < 0 {
             n.ports.extend(ports.iter().cloned());
@@ -1241,10 +1250,20 @@ impl<'s> ClusterState<'s> {
         )
     }
 
-    /// Whether a node has GPUs idle or being released in this cycle, whole or part of a shared
-    /// device, MIG instances among them (KAI's `GetSumOfIdleGPUs` + `GetSumOfReleasingGPUs`
-    /// above 0; pods terminating before the cycle aside, which hold their room here).
-    pub fn has_free_gpus(&self, node: usize) -> bool {
+    /// Per node, whether it has GPUs idle or being released in this cycle, whole or part of a
+    /// shared device, MIG instances among them (KAI's `GetSumOfIdleGPUs` +
+    /// `GetSumOfReleasingGPUs` above 0; pods terminating before the cycle aside, which hold
+    /// their room here).
+    pub fn nodes_with_free_gpus(&self) -> Vec<bool> {
+        debug_assert!(
+            (0..self.len()).all(|n| self.free_gpus[n] == self.gpus_free_on(n)),
+            "the nodes' free GPUs are not kept"
+        );
+        self.free_gpus.clone()
+    }
+
+    /// Whether a node has GPUs free ([`Self::nodes_with_free_gpus`]), worked out from its room.
+    fn gpus_free_on(&self, node: usize) -> bool {
         let n = &self.nodes[node];
         n.free.gpu > 0 || (self.has_mig[node] && crate::cluster::mig_gpus(&n.extended) > 0)
     }
