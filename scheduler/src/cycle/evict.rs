@@ -956,8 +956,9 @@ impl Context<'_> {
             if let Some(t) = trail.as_deref_mut()
                 && t.steps.len() == step
             {
+                debug_assert!(recording, "a step the trail keeps was not recorded");
                 let proof = theirs
-                    .filter(|heads| recording && heads.len() <= MAX_PROOF_HEADS)
+                    .filter(|heads| heads.len() <= MAX_PROOF_HEADS)
                     .map(|theirs| {
                         Box::new(StepProof {
                             changes,

@@ -923,8 +923,6 @@ impl<'s> ClusterState<'s> {
         if n.pod_slots != i64::MAX {
             n.pod_slots += sign;
         }
-        self.free_gpus[slot.node] = self.gpus_free_on(slot.node);
-        let n = &mut self.nodes[slot.node];
         let ports = &pod.constraints.host_ports;
         if sign < 0 {
             n.ports.extend(ports.iter().cloned());
@@ -948,6 +946,7 @@ impl<'s> ClusterState<'s> {
                 on.swap_remove(i);
             }
         }
+        self.free_gpus[slot.node] = self.gpus_free_on(slot.node);
     }
 
     /// Whether a node has given more than it has in some resource, device, pod slot or host
