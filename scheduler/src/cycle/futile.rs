@@ -26,10 +26,11 @@ use rustc_hash::FxHashMap;
 use super::allocate::Context;
 use super::evict::Trail;
 use super::jobs::request_of;
-use super::kai::each;
+use super::kai::quantities;
 use super::reclaim::{WithinBySide, allows};
 use super::state::{ClusterState, Freed};
 use crate::cluster::{Amounts, Pod};
+use kai_policy_compiler::quantity::ResourceKind;
 
 /// A pod's shape as [`ClusterState::most_pods`] counts it: its request, whether it shares
 /// devices, and on how many.
@@ -81,6 +82,36 @@ impl RoomByShape {
     }
 }
 
+/// What [`Context::reclaim_is_futile`] works out for one [`super::reclaim::Sequence`]'s units,
+/// kept with them: between two commits the units hold the same slots and the nodes the same
+/// room at the start of every attempt (a failed attempt puts back all it took), so it holds
+/// until the sequence is forgotten, except what comes from a trail, which holds until an
+/// attempt changes the trail. Debug builds work each out afresh and check it.
+#[derive(Debug, Default)]
+pub(super) struct Bounds {
+    /// The room the units hold, by node.
+    freed: Option<RoomByNode>,
+    /// Per pod shape, how many copies the nodes' room holds with the units' room freed.
+    by_units: CopiesByShape,
+    /// By the kind of solver nodes (see `reclaim::Sequence::trails`): the trail's peak room by
+    /// node, and per pod shape how many copies it holds.
+    by_trail: [Option<(RoomByNode, CopiesByShape)>; 2],
+}
+
+/// Room by node (what units free, or a trail's peak room).
+type RoomByNode = FxHashMap<usize, Freed>;
+
+/// Per pod shape, how many copies the nodes' room holds.
+type CopiesByShape = FxHashMap<Shape, u128>;
+
+impl Bounds {
+    /// Forgets what came from the trail of the `limited` kind of solver nodes: an attempt may
+    /// have changed it.
+    pub(super) fn trail_changed(&mut self, limited: usize) {
+        self.by_trail[limited] = None;
+    }
+}
+
 impl Context<'_> {
     /// Whether a reclaim attempt for the gang `pending` of a job in `leaf`, asking `request`,
     /// must fail when the victim order offers it `units` (the units it offers the attempt's
@@ -89,6 +120,9 @@ impl Context<'_> {
     /// `trail` is what earlier attempts with these units did (for the job's kind of solver
     /// nodes): where it covers every unit with its proofs, the room bound may come from the
     /// states it passed through instead, if this attempt judges each unit as it did.
+    ///
+    /// `bounds` keeps what it works out for these units and this trail (`limited`: the kind of
+    /// solver nodes), for the next attempt offered them.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reclaim_is_futile(
         &mut self,
@@ -98,16 +132,33 @@ impl Context<'_> {
         request: &super::kai::Quantities,
         units: &[(usize, Vec<usize>)],
         trail: &Trail,
+        limited: usize,
+        bounds: &mut Bounds,
         room: &mut RoomByShape,
     ) -> bool {
         // Inter-pod terms can open a node when a pod leaves another.
         if self.state.tracks_inter_pod_terms() {
             return false;
         }
-        let by_units = self.gang_exceeds(pending, &self.freed_by(units), room);
-        let by_trail = !by_units
-            && trail.provable(units.len())
-            && self.gang_exceeds(pending, &self.peak_room(trail, units.len()), room);
+        if cfg!(debug_assertions)
+            && let Some(freed) = &bounds.freed
+        {
+            assert_eq!(freed, &self.freed_by(units), "the units' room has changed");
+        }
+        let freed = bounds.freed.get_or_insert_with(|| self.freed_by(units));
+        let by_units = self.gang_exceeds(pending, freed, &mut bounds.by_units, room);
+        let by_trail = !by_units && trail.provable(units.len()) && {
+            let (peak, most) = bounds.by_trail[limited]
+                .get_or_insert_with(|| (self.peak_room(trail, units.len()), FxHashMap::default()));
+            if cfg!(debug_assertions) {
+                assert_eq!(
+                    &*peak,
+                    &self.peak_room(trail, units.len()),
+                    "the trail has changed"
+                );
+            }
+            self.gang_exceeds(pending, peak, most, room)
+        };
         (by_units || by_trail)
             && !self.some_unit_may_only_move(leaf, request, units)
             && (by_units || self.follows_trail(job, leaf, pending, units, trail))
@@ -128,11 +179,12 @@ impl Context<'_> {
     }
 
     /// Whether some shape of the gang's pods has more pods than copies of it fit the nodes'
-    /// free room with `freed` added.
+    /// free room with `freed` added; `most` keeps those copies by shape, for the next gang.
     fn gang_exceeds(
         &self,
         pending: &[usize],
         freed: &FxHashMap<usize, Freed>,
+        most: &mut FxHashMap<Shape, u128>,
         room: &mut RoomByShape,
     ) -> bool {
         let mut shapes: Vec<(usize, u128)> = Vec::new();
@@ -143,15 +195,22 @@ impl Context<'_> {
                 None => shapes.push((p, 1)),
             }
         }
-        shapes.into_iter().any(|(p, count)| {
-            let pod = &self.snapshot.pods[p];
+        let copies = |room: &mut RoomByShape, pod: &Pod| {
             let now = room.count(self.state, pod);
             let mut most = now.total;
             for (&n, f) in freed {
                 most = most - u128::from(now.per_node[n])
                     + u128::from(self.state.most_pods(n, pod, Some(f)));
             }
-            most < count
+            most
+        };
+        shapes.into_iter().any(|(p, count)| {
+            let pod = &self.snapshot.pods[p];
+            let kept = *most.entry(shape(pod)).or_insert_with(|| copies(room, pod));
+            if cfg!(debug_assertions) {
+                assert_eq!(kept, copies(room, pod), "the nodes' room has changed");
+            }
+            kept < count
         })
     }
 
@@ -162,37 +221,41 @@ impl Context<'_> {
     /// (what it holds now): `FitsReclaimStrategy` only passes more as the victim's side holds
     /// more and the reclaimer's less.
     fn some_unit_may_only_move(
-        &mut self,
+        &self,
         leaf: usize,
         request: &super::kai::Quantities,
         units: &[(usize, Vec<usize>)],
     ) -> bool {
         let mut within = WithinBySide::default();
-        let mut sides = Vec::with_capacity(units.len());
-        for (job, _) in units {
+        // What the units so far take off each side: every unit of a side's subtree meets the
+        // reclaimer's path at that side, so only the side's own total matters.
+        let mut gone: Vec<(usize, Amounts)> = Vec::new();
+        for (job, pods) in units {
             // The order ends at a job without a queue.
             let Ok(vq) = self.jobs[*job].queue else { break };
             let (mine, theirs) = self.leveled(leaf, vq);
-            sides.push((vq, theirs, within.get(self, mine, request)));
-        }
-        let mut gone = 0;
-        let mut may = false;
-        for (&(vq, theirs, mine_within), (job, pods)) in sides.iter().zip(units) {
-            let t = self.kai_shares(theirs);
-            if !allows(&t, &each(&t, |s| s.allocated), mine_within) {
-                may = true;
-                break;
+            let at = match gone.iter().position(|&(side, _)| side == theirs) {
+                Some(at) => at,
+                None => {
+                    gone.push((theirs, Amounts::default()));
+                    gone.len() - 1
+                }
+            };
+            let mut holds = self.used.all[theirs];
+            for k in ResourceKind::ALL {
+                *holds.get_mut(k) -= gone[at].1.get(k);
+            }
+            // `allows` reads only the side's quota, fair share and limit: no need for its
+            // allocation in KAI's numbers.
+            let t = &self.fixed_shares[theirs];
+            if !allows(t, &quantities(&holds), within.get(self, mine, request)) {
+                return true;
             }
             let asks = request_of(self.snapshot, pods);
-            let preemptible = self.jobs[*job].preemptible;
-            self.used.add(self.policy, vq, asks, preemptible, -1);
-            gone += 1;
+            for k in ResourceKind::ALL {
+                *gone[at].1.get_mut(k) += asks.get(k);
+            }
         }
-        for (&(vq, _, _), (job, pods)) in sides.iter().zip(units).take(gone) {
-            let asks = request_of(self.snapshot, pods);
-            let preemptible = self.jobs[*job].preemptible;
-            self.used.add(self.policy, vq, asks, preemptible, 1);
-        }
-        may
+        false
     }
 }

@@ -164,6 +164,8 @@ struct Sequence {
     /// What the units did, by whether the solver's nodes were limited (the victims of a job
     /// asking GPUs in every pod are placed again only on some nodes): indexed by that `bool`.
     trails: [Trail; 2],
+    /// What proving attempts futile worked out for these units.
+    bounds: super::futile::Bounds,
 }
 
 /// A leaf's next victim unit (a job and the pods that go), and what it frees.
@@ -318,7 +320,7 @@ impl Context<'_> {
         }
         let limited = usize::from(self.limits_solver_nodes(job));
         let futile = key.as_ref().is_some_and(|k| {
-            known.sequences.get(k).is_some_and(|s| {
+            known.sequences.get_mut(k).is_some_and(|s| {
                 (s.ended || s.units.len() >= MAX_VICTIMS)
                     && self.reclaim_is_futile(
                         job,
@@ -327,6 +329,8 @@ impl Context<'_> {
                         &request,
                         &s.units[..s.units.len().min(MAX_VICTIMS)],
                         &s.trails[limited],
+                        limited,
+                        &mut s.bounds,
                         &mut known.room,
                     )
             })
@@ -438,6 +442,7 @@ impl Context<'_> {
             && known.sequences.len() < MAX_SEQUENCES
         {
             s.trails[limited] = t;
+            s.bounds.trail_changed(limited);
             known.sequences.insert(key, s);
         }
         (done, candidates.protected_left_out)
@@ -523,13 +528,20 @@ impl Context<'_> {
             protected_left_out: false,
         };
         let mut within = WithinBySide::default();
+        // Most victim leaves meet the reclaimer's path below a few sides: each side is judged
+        // once.
+        let mut eligible: Vec<Option<bool>> = vec![None; self.policy.queues.len()];
         for (&vq, jobs) in pool.iter().filter(|&(&vq, _)| vq != leaf) {
             let (mine, theirs) = self.leveled(leaf, vq);
-            let mine_within = within.get(self, mine, request);
-            if !self.victim_side_eligible(mine_within, theirs, request) {
+            let side = *eligible[theirs].get_or_insert_with(|| {
+                let mine_within = within.get(self, mine, request);
+                self.victim_side_eligible(mine_within, theirs, request)
+            });
+            if !side {
                 continue;
             }
-            let min = self.reclaim_min_runtime(leaf, vq);
+            // `reclaim_min_runtime`, with the side known.
+            let min = self.policy.queues[theirs].min_runtime.reclaim.map(|d| d.0);
             // A job evicted since reclaim began may still count here: then the dry run that
             // follows a failure finds min-runtimes were not what stopped it.
             if let (Some(start), Some(min)) = (jobs.latest_gang_start, min.filter(|&m| m > 0))
@@ -540,7 +552,9 @@ impl Context<'_> {
             found.by_leaf[vq] = Some((jobs, min));
             found.any = true;
             let mut at = Some(vq);
-            while let Some(q) = at {
+            while let Some(q) = at
+                && !found.in_subtree[q]
+            {
                 found.in_subtree[q] = true;
                 at = self.policy.queues[q].parent;
             }

@@ -31,7 +31,7 @@ pub struct Slot {
 }
 
 /// Room that pods taken off a node would free there (see [`ClusterState::most_pods`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Freed {
     /// What the pods ask.
     pub amounts: Amounts,
