@@ -103,9 +103,9 @@ struct PoolLeaf {
 type Pool = std::collections::BTreeMap<usize, PoolLeaf>;
 
 /// What earlier attempts of this reclaim pass worked out about the victims, kept until an
-/// attempt commits: nothing else changes the state in a pass (a failed attempt puts back all it
-/// took), and the attempts of a busy cluster mostly fail, so each is worked out once, not once
-/// per attempt.
+/// attempt commits (and then what it cannot have changed): nothing else changes the state in a
+/// pass (a failed attempt puts back all it took), and the attempts of a busy cluster mostly
+/// fail, so each is worked out once, not once per attempt.
 #[derive(Debug, Default)]
 struct KnownVictims {
     /// Leaf heads by (leaf, min-runtime, whether min-runtimes are honoured), with how many of
@@ -121,9 +121,13 @@ struct KnownVictims {
 }
 
 impl KnownVictims {
-    /// Forgets it all: an attempt has committed.
-    fn forget(&mut self) {
-        self.by_leaf.clear();
+    /// Forgets what an attempt that committed may have changed: the sequences, and the heads
+    /// of the leaves whose allocation changed (`changed`). A leaf's head depends only on which
+    /// of its jobs run with which pods; a commit places pods only in the reclaimer's leaf and
+    /// takes them only from its victims' leaves, so it changes the allocation of every leaf
+    /// whose jobs it changes (a victim moved keeps its pods and its allocation).
+    fn forget(&mut self, changed: impl Fn(usize) -> bool) {
+        self.by_leaf.retain(|&(leaf, _, _), _| !changed(leaf));
         self.sequences.clear();
     }
 }
@@ -437,7 +441,7 @@ impl Context<'_> {
         });
         debug_assert!(!(futile && done), "a reclaim proven futile made room");
         if done {
-            known.forget();
+            known.forget(|q| at_start.all[q] != self.used.all[q]);
         } else if let (Some(key), Some(mut s), Some(t)) = (key, sequence, trail)
             && known.sequences.len() < MAX_SEQUENCES
         {
@@ -886,6 +890,17 @@ impl Context<'_> {
                     let (jobs, min) = candidates.by_leaf[c]?;
                     let key = (c, min, candidates.honour_min_runtime);
                     if !touched && let Some((at, head)) = known.by_leaf.get(&key) {
+                        if cfg!(debug_assertions) {
+                            let mut from = *passed;
+                            let fresh =
+                                self.leaf_head(jobs, min, candidates.honour_min_runtime, &mut from);
+                            let kept = head.as_ref().map(|h| (h.job, h.pods.clone()));
+                            assert_eq!(
+                                (from, fresh),
+                                (*at, kept),
+                                "a leaf's head kept has changed"
+                            );
+                        }
                         *passed = *at;
                         return head.clone();
                     }
