@@ -560,7 +560,7 @@ fn explain_no_fit(state: &mut ClusterState, snapshot: &Snapshot, p: usize) -> Re
         _ => {
             let changed: Vec<usize> = match terms {
                 true => (0..state.len()).collect(),
-                false => state.changed_since(shape.synced).collect(),
+                false => state.changed_since(shape.synced),
             };
             for n in changed {
                 let now = seen(state, n, pod);

@@ -230,6 +230,11 @@ pub struct ClusterState<'s> {
     versions: u64,
     /// Per node, the number handed out at its last change: what changed since a given number.
     changed_at: Vec<u64>,
+    /// The nodes of the latest changes, in order: the one numbered `log_from + 1 + i` at `i`.
+    /// A few changes since a number are read here rather than from every node's `changed_at`.
+    change_log: Vec<u32>,
+    /// The number before the first change `change_log` holds.
+    log_from: u64,
     /// Why pods did not fit, kept per pod shape and brought up to date from `changed_at`.
     pub(super) why_not: super::placement::WhyNot,
     /// Per node, what the pods bound there and released in this cycle (evicted or moved away)
@@ -350,6 +355,8 @@ impl<'s> ClusterState<'s> {
             version: 0,
             versions: 0,
             changed_at: vec![0; snapshot.nodes.len()],
+            change_log: Vec::new(),
+            log_from: 0,
             why_not: Default::default(),
             releasing: vec![Amounts::default(); snapshot.nodes.len()],
             releasing_nodes: 0,
@@ -644,9 +651,33 @@ impl<'s> ClusterState<'s> {
         self.versions
     }
 
-    /// The nodes changed since [`Self::stamp`] was `stamp`.
-    pub fn changed_since(&self, stamp: u64) -> impl Iterator<Item = usize> + '_ {
-        (0..self.changed_at.len()).filter(move |&n| self.changed_at[n] > stamp)
+    /// The nodes changed since [`Self::stamp`] was `stamp`, in node order.
+    pub fn changed_since(&self, stamp: u64) -> Vec<usize> {
+        let changes = self.versions.saturating_sub(stamp) as usize;
+        // Sorting a few changes beats reading every node; many, or ones the log no longer
+        // holds, are read from the nodes.
+        let nodes = if stamp < self.log_from || changes > self.changed_at.len() / 8 {
+            (0..self.changed_at.len())
+                .filter(|&n| self.changed_at[n] > stamp)
+                .collect()
+        } else {
+            let from = (stamp - self.log_from) as usize;
+            let mut nodes: Vec<usize> = self.change_log[from..]
+                .iter()
+                .map(|&n| n as usize)
+                .collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            nodes
+        };
+        debug_assert_eq!(
+            nodes,
+            (0..self.changed_at.len())
+                .filter(|&n| self.changed_at[n] > stamp)
+                .collect::<Vec<_>>(),
+            "the change log disagrees with the nodes"
+        );
+        nodes
     }
 
     /// Says the state is again as it was at `version`: every change since has been undone.
@@ -900,6 +931,14 @@ impl<'s> ClusterState<'s> {
         self.versions += 1;
         self.version = self.versions;
         self.changed_at[slot.node] = self.versions;
+        // Only the latest changes are read from the log: it keeps between one and two nodes'
+        // worth of them.
+        if self.change_log.len() >= 2 * self.changed_at.len().max(64) {
+            let drop = self.change_log.len() / 2;
+            self.change_log.drain(..drop);
+            self.log_from += drop as u64;
+        }
+        self.change_log.push(slot.node as u32);
         if let Some(noted) = &mut self.noted {
             noted.push(slot.node);
         }
