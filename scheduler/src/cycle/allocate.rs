@@ -84,6 +84,10 @@ pub(crate) struct Context<'a> {
     /// the active allocated ones its victims come from), and then changes that Evict rather
     /// than adding one.
     pub moves: rustc_hash::FxHashMap<usize, (usize, Slot)>,
+    /// How many copies of each pod shape the nodes' room holds, brought up to date from the
+    /// changes since it was last read: an eviction attempt checks its gang against it before it
+    /// searches for the gang's place, and reclaim's futility proofs start from it.
+    pub room_by_shape: super::futile::RoomByShape,
 }
 
 /// Per job, how many of its pods hold a slot (bound before the cycle or placed in it) and are

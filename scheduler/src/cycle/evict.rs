@@ -994,6 +994,15 @@ impl Context<'_> {
                     continue;
                 }
             }
+            if self.gang_outnumbers_room(pending) {
+                // Debug builds search all the same, and check that it finds no place.
+                debug_assert!(
+                    try_place_gang(self.state, self.snapshot, pending, &plan).is_none(),
+                    "a gang outnumbering the nodes' room was placed"
+                );
+                freed_since = Some(Vec::new());
+                continue;
+            }
             let Some(slots) = try_place_gang(self.state, self.snapshot, pending, &plan) else {
                 freed_since = Some(Vec::new());
                 continue;

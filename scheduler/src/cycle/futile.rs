@@ -29,7 +29,7 @@ use super::jobs::request_of;
 use super::kai::quantities;
 use super::reclaim::{WithinBySide, allows};
 use super::state::{ClusterState, Freed};
-use crate::cluster::{Amounts, Pod};
+use crate::cluster::{Amounts, Pod, Snapshot};
 use kai_policy_compiler::quantity::ResourceKind;
 
 /// A pod's shape as [`ClusterState::most_pods`] counts it: its request, whether it shares
@@ -112,6 +112,19 @@ impl Bounds {
     }
 }
 
+/// The gang's pods by [`Shape`]: one pod of each, and how many have it.
+fn gang_shapes(snapshot: &Snapshot, pending: &[usize]) -> Vec<(usize, u128)> {
+    let mut shapes: Vec<(usize, u128)> = Vec::new();
+    for &p in pending {
+        let of = |q: usize| shape(&snapshot.pods[q]);
+        match shapes.iter_mut().find(|(q, _)| of(*q) == of(p)) {
+            Some((_, count)) => *count += 1,
+            None => shapes.push((p, 1)),
+        }
+    }
+    shapes
+}
+
 impl Context<'_> {
     /// Whether a reclaim attempt for the gang `pending` of a job in `leaf`, asking `request`,
     /// must fail when the victim order offers it `units` (the units it offers the attempt's
@@ -187,14 +200,6 @@ impl Context<'_> {
         most: &mut FxHashMap<Shape, u128>,
         room: &mut RoomByShape,
     ) -> bool {
-        let mut shapes: Vec<(usize, u128)> = Vec::new();
-        for &p in pending {
-            let of = |q: usize| shape(&self.snapshot.pods[q]);
-            match shapes.iter_mut().find(|(q, _)| of(*q) == of(p)) {
-                Some((_, count)) => *count += 1,
-                None => shapes.push((p, 1)),
-            }
-        }
         let copies = |room: &mut RoomByShape, pod: &Pod| {
             let now = room.count(self.state, pod);
             let mut most = now.total;
@@ -204,14 +209,29 @@ impl Context<'_> {
             }
             most
         };
-        shapes.into_iter().any(|(p, count)| {
-            let pod = &self.snapshot.pods[p];
-            let kept = *most.entry(shape(pod)).or_insert_with(|| copies(room, pod));
-            if cfg!(debug_assertions) {
-                assert_eq!(kept, copies(room, pod), "the nodes' room has changed");
-            }
-            kept < count
-        })
+        gang_shapes(self.snapshot, pending)
+            .into_iter()
+            .any(|(p, count)| {
+                let pod = &self.snapshot.pods[p];
+                let kept = *most.entry(shape(pod)).or_insert_with(|| copies(room, pod));
+                if cfg!(debug_assertions) {
+                    assert_eq!(kept, copies(room, pod), "the nodes' room has changed");
+                }
+                kept < count
+            })
+    }
+
+    /// Whether some shape of the gang's pods has more pods than copies of it fit the nodes'
+    /// room as it is: then no search can place the gang (the count reads only what every
+    /// placement needs). Inter-pod terms are left to the search.
+    pub(crate) fn gang_outnumbers_room(&mut self, pending: &[usize]) -> bool {
+        if self.state.tracks_inter_pod_terms() {
+            return false;
+        }
+        let room = &mut self.room_by_shape;
+        gang_shapes(self.snapshot, pending)
+            .into_iter()
+            .any(|(p, count)| room.count(self.state, &self.snapshot.pods[p]).total < count)
     }
 
     /// Whether some unit may be one its side cannot give up when its turn comes, so that the

@@ -423,6 +423,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         withdrawn: Vec::new(),
         evicted: Vec::new(),
         moves: Default::default(),
+        room_by_shape: Default::default(),
     };
     let mut unplaced = ctx.allocate();
     // Every job with a pod still waiting, whatever kept it (KAI's `GetAllPendingJobs`).

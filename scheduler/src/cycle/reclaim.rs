@@ -115,9 +115,6 @@ struct KnownVictims {
     /// from: worked out by the first attempt with those candidates ([`Context::offered_units`]),
     /// or, where it could not be, as attempts took them.
     sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
-    /// How many pods of each shape the nodes hold; kept when an attempt commits, as it is
-    /// brought up to date from the nodes that changed.
-    room: super::futile::RoomByShape,
 }
 
 impl KnownVictims {
@@ -323,6 +320,8 @@ impl Context<'_> {
             known.sequences.insert(k.clone(), units);
         }
         let limited = usize::from(self.limits_solver_nodes(job));
+        // Taken out while the proof borrows the context.
+        let mut room = std::mem::take(&mut self.room_by_shape);
         let futile = key.as_ref().is_some_and(|k| {
             known.sequences.get_mut(k).is_some_and(|s| {
                 (s.ended || s.units.len() >= MAX_VICTIMS)
@@ -335,10 +334,11 @@ impl Context<'_> {
                         &s.trails[limited],
                         limited,
                         &mut s.bounds,
-                        &mut known.room,
+                        &mut room,
                     )
             })
         });
+        self.room_by_shape = room;
         if futile && !cfg!(debug_assertions) {
             return (false, candidates.protected_left_out);
         }
