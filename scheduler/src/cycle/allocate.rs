@@ -108,6 +108,8 @@ pub(crate) struct RunningPods {
     early: Vec<bool>,
     /// Per job: how many of its pods are `early`.
     early_in: Vec<u32>,
+    /// Per job: every one of its pods held a slot when the cycle began.
+    all_bound: Vec<bool>,
 }
 
 impl RunningPods {
@@ -116,9 +118,11 @@ impl RunningPods {
         let mut job_of = vec![u32::MAX; snapshot.pods.len()];
         let mut count = vec![0; jobs.len()];
         let mut active = vec![0; jobs.len()];
+        let mut all_bound = vec![true; jobs.len()];
         for (j, job) in jobs.iter().enumerate() {
             for &p in &job.pods {
                 job_of[p] = j as u32;
+                all_bound[j] &= slots[p].is_some();
                 if slots[p].is_some() && !snapshot.pods[p].terminating {
                     active[j] += 1;
                     if counts_as_running(snapshot, p) {
@@ -135,7 +139,13 @@ impl RunningPods {
             active,
             early: vec![false; snapshot.pods.len()],
             early_in: vec![0; jobs.len()],
+            all_bound,
         }
+    }
+
+    /// Whether every pod of `job` held a slot when the cycle began: none was pending then.
+    pub fn all_bound(&self, job: usize) -> bool {
+        self.all_bound[job]
     }
 
     /// The job of a pod: `usize::MAX` for none (a pod of another scheduler).
@@ -394,6 +404,12 @@ impl Context<'_> {
         let mut waiting = Vec::new();
         for j in 0..self.jobs.len() {
             self.tell_stray(j);
+            // Nothing has moved yet: a job whose pods all held a slot when the cycle began has
+            // none pending (most of a busy cluster's jobs), and its pods need not be read.
+            if self.running_pods.all_bound(j) {
+                debug_assert!(self.pending(j).is_empty());
+                continue;
+            }
             let job = &self.jobs[j];
             let pending = self.pending(j);
             if pending.is_empty() {
