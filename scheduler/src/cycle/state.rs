@@ -393,27 +393,30 @@ impl<'s> ClusterState<'s> {
         // first (they need empty devices), then shared pods whose devices KAI's binder named
         // (each named device one of the node's), then the other shared pods largest first onto
         // partly used ones.
-        let mut bound: Vec<(usize, usize, bool)> = snapshot
+        // Each pod's place in that order is worked out as it is read: the sort then compares
+        // numbers, not pods scattered over memory.
+        type Order = (bool, bool, std::cmp::Reverse<i64>, usize);
+        let mut bound: Vec<(Order, usize)> = snapshot
             .pods
             .iter()
             .enumerate()
             .filter_map(|(p, pod)| {
                 let &n = index.get(pod.node.as_deref()?)?;
                 let named = pod.gpu_groups().len() == pod.shared_devices.max(1) as usize;
-                Some((p, n, named))
+                let order = (
+                    pod.fractional,
+                    !named,
+                    std::cmp::Reverse(pod.request.gpu),
+                    p,
+                );
+                Some((order, n))
             })
             .collect();
-        bound.sort_by_key(|&(p, _, named)| {
-            let pod = &snapshot.pods[p];
-            (
-                pod.fractional,
-                !named,
-                std::cmp::Reverse(pod.request.gpu),
-                p,
-            )
-        });
+        // The pod's index ends each key: no two are equal.
+        bound.sort_unstable();
         let mut named_devices = NamedDevices::default();
-        for (p, node, named) in bound {
+        for ((_, unnamed, _, p), node) in bound {
+            let named = !unnamed;
             let pod = &snapshot.pods[p];
             // A bound pod always takes its place; where the snapshot over-commits a node, it is
             // charged to the emptiest devices so that nothing else is placed there.
