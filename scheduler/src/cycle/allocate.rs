@@ -113,8 +113,19 @@ pub(crate) struct RunningPods {
 }
 
 impl RunningPods {
-    /// Counts the running pods of each job in the slots the cycle starts from.
-    pub fn new(snapshot: &Snapshot, jobs: &[Job], slots: &[Option<Slot>]) -> Self {
+    /// Counts the running pods of each job in the slots the cycle starts from, where the pods
+    /// holding a slot that are being deleted are `deleting` (read from them before: a pass
+    /// over every pod in job order would wait on memory at each).
+    pub fn new(
+        snapshot: &Snapshot,
+        jobs: &[Job],
+        slots: &[Option<Slot>],
+        deleting: &[usize],
+    ) -> Self {
+        let mut leaving = vec![false; snapshot.pods.len()];
+        for &p in deleting {
+            leaving[p] = true;
+        }
         let mut job_of = vec![u32::MAX; snapshot.pods.len()];
         let mut count = vec![0; jobs.len()];
         let mut active = vec![0; jobs.len()];
@@ -123,11 +134,15 @@ impl RunningPods {
             for &p in &job.pods {
                 job_of[p] = j as u32;
                 all_bound[j] &= slots[p].is_some();
-                if slots[p].is_some() && !snapshot.pods[p].terminating {
+                if slots[p].is_some() && !leaving[p] {
+                    debug_assert!(
+                        !snapshot.pods[p].terminating,
+                        "a pod being deleted is missed"
+                    );
                     active[j] += 1;
-                    if counts_as_running(snapshot, p) {
-                        count[j] += 1;
-                    }
+                    // A pod holding a slot that is not being deleted counts as running.
+                    debug_assert!(counts_as_running(snapshot, p));
+                    count[j] += 1;
                 }
             }
         }

@@ -381,11 +381,11 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
     lap("fair-share");
     // A pod stuck in deletion holds its room for good: nothing is pipelined onto it (KAI's
     // `StuckInReleasing` is not `Releasing`, `pod_info.go: getTaskStatus`).
-    let releasing: Vec<usize> = (0..snapshot.pods.len())
-        .filter(|&p| {
-            let pod = &snapshot.pods[p];
-            pod.terminating && slots[p].is_some() && !stuck_in_releasing(pod, now)
-        })
+    let releasing: Vec<usize> = state
+        .deleting()
+        .iter()
+        .copied()
+        .filter(|&p| slots[p].is_some() && !stuck_in_releasing(&snapshot.pods[p], now))
         .collect();
     // Their room ranks nodes as free (KAI ranks by idle and releasing room alike), though it
     // is not free until they are gone.
@@ -396,7 +396,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             state.hold(slot, &snapshot.pods[p], 1);
         }
     }
-    let running_pods = allocate::RunningPods::new(snapshot, &jobs, &slots);
+    let running_pods = allocate::RunningPods::new(snapshot, &jobs, &slots, state.deleting());
     let mut ctx = allocate::Context {
         snapshot,
         policy,

@@ -230,6 +230,9 @@ pub struct ClusterState<'s> {
     versions: u64,
     /// Per node, the number handed out at its last change: what changed since a given number.
     changed_at: Vec<u64>,
+    /// The pods bound to its nodes that are being deleted, in pod order: noted as the pods are
+    /// read to bind them, so that no later pass reads every pod again.
+    deleting: Vec<usize>,
     /// The nodes of the latest changes, in order: the one numbered `log_from + 1 + i` at `i`.
     /// A few changes since a number are read here rather than from every node's `changed_at`.
     change_log: Vec<u32>,
@@ -355,6 +358,7 @@ impl<'s> ClusterState<'s> {
             version: 0,
             versions: 0,
             changed_at: vec![0; snapshot.nodes.len()],
+            deleting: Vec::new(),
             change_log: Vec::new(),
             log_from: 0,
             why_not: Default::default(),
@@ -396,12 +400,16 @@ impl<'s> ClusterState<'s> {
         // Each pod's place in that order is worked out as it is read: the sort then compares
         // numbers, not pods scattered over memory.
         type Order = (bool, bool, std::cmp::Reverse<i64>, usize);
+        let mut deleting = Vec::new();
         let mut bound: Vec<(Order, usize)> = snapshot
             .pods
             .iter()
             .enumerate()
             .filter_map(|(p, pod)| {
                 let &n = index.get(pod.node.as_deref()?)?;
+                if pod.terminating {
+                    deleting.push(p);
+                }
                 let named = pod.gpu_groups().len() == pod.shared_devices.max(1) as usize;
                 let order = (
                     pod.fractional,
@@ -412,6 +420,7 @@ impl<'s> ClusterState<'s> {
                 Some((order, n))
             })
             .collect();
+        state.deleting = deleting;
         // The pod's index ends each key: no two are equal.
         bound.sort_unstable();
         let mut named_devices = NamedDevices::default();
@@ -647,6 +656,11 @@ impl<'s> ClusterState<'s> {
     /// The state's version: equal versions mean equal free amounts everywhere.
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// The pods bound to its nodes when the cycle began that are being deleted, in pod order.
+    pub fn deleting(&self) -> &[usize] {
+        &self.deleting
     }
 
     /// A number that grows at every change, undone ones too (unlike [`Self::version`]).
