@@ -287,28 +287,9 @@ impl Context<'_> {
             return (false, candidates.protected_left_out);
         }
         let request = *request;
-        let need = room_of(self.snapshot, &pending);
-        let for_job = self.jobs[job].key.clone();
-        let by_queue = self.policy.queues[leaf].name.clone();
-        let mut excluded: Vec<usize> = Vec::new();
-        let mut heads = Heads::new(self.policy.queues.len());
         let roots: Vec<usize> = (0..self.policy.queues.len())
             .filter(|&q| self.policy.queues[q].parent.is_none())
             .collect();
-        // What the victims popped so far free, per queue (a parent counts its subtree).
-        let mut released = vec![Quantities::default(); self.policy.queues.len()];
-        // KAI picks victims on a session that none of them has left yet (each scenario's
-        // simulation is discarded): the victim queues are ranked on the allocation as it was
-        // when the attempt began (see `last_victim_queue` for what the victims take off).
-        let at_start = self.used.clone();
-        let mut seen = 0;
-        // What the victims popped that must move will take again somewhere.
-        let mut moving = Amounts::default();
-        // Whether a unit has come that may only move for this attempt's job: from there the
-        // attempt ranks the queues itself, and `sequence` is neither followed nor extended.
-        let mut own_order = false;
-        // The reason given to the victims of each queue, made once per attempt.
-        let mut reasons: Vec<Option<Rc<EvictReason>>> = vec![None; self.policy.queues.len()];
         let key = candidates.sequence_key();
         // The first attempt with these candidates works out the units the order offers them
         // before it takes any: it follows them then, and may be proven futile at once.
@@ -342,6 +323,28 @@ impl Context<'_> {
         if futile && !cfg!(debug_assertions) {
             return (false, candidates.protected_left_out);
         }
+        // What the attempt keeps as it runs, made only now: most attempts are proven futile
+        // above, and these are a few vectors as long as the queues.
+        let need = room_of(self.snapshot, &pending);
+        let for_job = self.jobs[job].key.clone();
+        let by_queue = self.policy.queues[leaf].name.clone();
+        let mut excluded: Vec<usize> = Vec::new();
+        let mut heads = Heads::new(self.policy.queues.len());
+        // What the victims popped so far free, per queue (a parent counts its subtree).
+        let mut released = vec![Quantities::default(); self.policy.queues.len()];
+        // KAI picks victims on a session that none of them has left yet (each scenario's
+        // simulation is discarded): the victim queues are ranked on the allocation as it was
+        // when the attempt began (see `last_victim_queue` for what the victims take off). The
+        // futility proof has put back all it replayed.
+        let at_start = self.used.clone();
+        let mut seen = 0;
+        // What the victims popped that must move will take again somewhere.
+        let mut moving = Amounts::default();
+        // Whether a unit has come that may only move for this attempt's job: from there the
+        // attempt ranks the queues itself, and `sequence` is neither followed nor extended.
+        let mut own_order = false;
+        // The reason given to the victims of each queue, made once per attempt.
+        let mut reasons: Vec<Option<Rc<EvictReason>>> = vec![None; self.policy.queues.len()];
         let mut sequence = key
             .as_ref()
             .map(|k| known.sequences.remove(k).unwrap_or_default());
