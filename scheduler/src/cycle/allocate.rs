@@ -135,13 +135,12 @@ impl RunningPods {
                 job_of[p] = j as u32;
                 all_bound[j] &= slots[p].is_some();
                 if slots[p].is_some() && !leaving[p] {
-                    debug_assert!(
-                        !snapshot.pods[p].terminating,
-                        "a pod being deleted is missed"
-                    );
                     active[j] += 1;
                     // A pod holding a slot that is not being deleted counts as running.
-                    debug_assert!(counts_as_running(snapshot, p));
+                    debug_assert!(
+                        counts_as_running(snapshot, p),
+                        "a pod being deleted is missed"
+                    );
                     count[j] += 1;
                 }
             }

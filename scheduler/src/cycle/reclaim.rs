@@ -547,8 +547,7 @@ impl Context<'_> {
             if !side {
                 continue;
             }
-            // `reclaim_min_runtime`, with the side known.
-            let min = self.policy.queues[theirs].min_runtime.reclaim.map(|d| d.0);
+            let min = self.side_min_runtime(theirs);
             // A job evicted since reclaim began may still count here: then the dry run that
             // follows a failure finds min-runtimes were not what stopped it.
             if let (Some(start), Some(min)) = (jobs.latest_gang_start, min.filter(|&m| m > 0))
@@ -863,6 +862,11 @@ impl Context<'_> {
     /// which the compiler has already resolved up the tree and from the cluster default.
     fn reclaim_min_runtime(&self, reclaimer: usize, victim: usize) -> Option<u64> {
         let (_, theirs) = self.leveled(reclaimer, victim);
+        self.side_min_runtime(theirs)
+    }
+
+    /// [`Self::reclaim_min_runtime`] for the victim's side `theirs`, already found.
+    fn side_min_runtime(&self, theirs: usize) -> Option<u64> {
         self.policy.queues[theirs].min_runtime.reclaim.map(|d| d.0)
     }
 

@@ -673,7 +673,8 @@ impl<'s> ClusterState<'s> {
         let changes = self.versions.saturating_sub(stamp) as usize;
         // Sorting a few changes beats reading every node; many, or ones the log no longer
         // holds, are read from the nodes.
-        let nodes = if stamp < self.log_from || changes > self.changed_at.len() / 8 {
+        let logged = (self.log_from..=self.versions).contains(&stamp);
+        let nodes = if !logged || changes > self.changed_at.len() / 8 {
             (0..self.changed_at.len())
                 .filter(|&n| self.changed_at[n] > stamp)
                 .collect()
