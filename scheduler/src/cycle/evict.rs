@@ -104,7 +104,21 @@ type Placed = Option<Vec<(usize, Slot)>>;
 /// `MinimalJobRepresentatives.IsEasierToSchedule`: fewer pods, or pods no larger, one smaller).
 #[derive(Debug, Default)]
 pub(crate) struct FailedJobs {
-    by_signature: std::collections::HashMap<(usize, String), Vec<Size>>,
+    /// Per leaf queue, the smallest job that failed with each placement signature (mostly
+    /// one): few enough to be told apart by comparing the signatures themselves.
+    by_leaf: rustc_hash::FxHashMap<usize, Vec<Failed>>,
+}
+
+/// A job that could not be helped, standing for its placement signature: KAI's signature
+/// counts the pods' constraints and the topology constraint (`subgroup_info/podset.go`).
+#[derive(Debug)]
+struct Failed {
+    /// The job.
+    job: usize,
+    /// Its first pod asking room, whose constraints the signature reads (`None`: no pod).
+    pod: Option<usize>,
+    /// The pods it asks room for, largest first.
+    sizes: Vec<Size>,
 }
 
 /// What one pod asks for, as KAI's resource vectors compare it: CPU, memory, GPU and every
@@ -130,9 +144,8 @@ impl Size {
 }
 
 impl FailedJobs {
-    /// The pods a job asks room for, largest first, and its signature.
-    fn footprint(cx: &Context<'_>, job: usize, leaf: usize) -> ((usize, String), Vec<Size>) {
-        let pods = cx.gang_core(job);
+    /// The pods a job asks room for, largest first.
+    fn sizes(cx: &Context<'_>, pods: &[usize]) -> Vec<Size> {
         let mut sizes: Vec<Size> = pods
             .iter()
             .map(|&p| Size {
@@ -146,29 +159,52 @@ impl FailedJobs {
                 .cmp(&key(a))
                 .then_with(|| b.extended.cmp(&a.extended))
         });
-        // KAI's signature also counts the topology constraint (`subgroup_info/podset.go`).
-        let j = &cx.jobs[job];
-        let signature = pods
-            .first()
-            .map(|&p| {
-                format!(
-                    "{:?} {:?} {:?} {:?}",
-                    cx.snapshot.pods[p].constraints,
-                    j.topology,
-                    j.topology_required,
-                    j.topology_preferred
-                )
-            })
-            .unwrap_or_default();
-        ((leaf, signature), sizes)
+        sizes
+    }
+
+    /// Whether jobs `a` and `b`, with first pods asking room `pa` and `pb`, have one placement
+    /// signature.
+    fn same_signature(
+        cx: &Context<'_>,
+        (a, pa): (usize, Option<usize>),
+        (b, pb): (usize, Option<usize>),
+    ) -> bool {
+        let (ja, jb) = (&cx.jobs[a], &cx.jobs[b]);
+        match (pa, pb) {
+            (None, None) => true,
+            (Some(pa), Some(pb)) => {
+                cx.snapshot.pods[pa].constraints == cx.snapshot.pods[pb].constraints
+                    && ja.topology == jb.topology
+                    && ja.topology_required == jb.topology_required
+                    && ja.topology_preferred == jb.topology_preferred
+            }
+            _ => false,
+        }
+    }
+
+    /// The failed job recorded for `job`'s signature in `leaf`, if any (`pods`: what `job`
+    /// asks room for).
+    fn failed_like(
+        &self,
+        cx: &Context<'_>,
+        job: usize,
+        leaf: usize,
+        pods: &[usize],
+    ) -> Option<&Failed> {
+        let me = (job, pods.first().copied());
+        self.by_leaf
+            .get(&leaf)?
+            .iter()
+            .find(|f| Self::same_signature(cx, me, (f.job, f.pod)))
     }
 
     /// Whether `job` is worth trying after the failures recorded for its queue.
     pub fn easier(&self, cx: &Context<'_>, job: usize, leaf: usize) -> bool {
-        let (key, mine) = Self::footprint(cx, job, leaf);
-        let Some(failed) = self.by_signature.get(&key) else {
+        let pods = cx.gang_core(job);
+        let Some(failed) = self.failed_like(cx, job, leaf, &pods) else {
             return true;
         };
+        let (mine, failed) = (Self::sizes(cx, &pods), &failed.sizes);
         if mine.is_empty() || failed.is_empty() || failed.len() > mine.len() {
             return !mine.is_empty();
         }
@@ -186,18 +222,32 @@ impl FailedJobs {
 
     /// Remembers a job that could not be helped, if it is the smallest so far.
     pub fn record(&mut self, cx: &Context<'_>, job: usize, leaf: usize) {
-        let (key, mine) = Self::footprint(cx, job, leaf);
-        let smaller = match self.by_signature.get(&key) {
-            None => true,
+        let pods = cx.gang_core(job);
+        let mine = Self::sizes(cx, &pods);
+        let me = (job, pods.first().copied());
+        let recorded = self.by_leaf.entry(leaf).or_default();
+        match recorded
+            .iter_mut()
+            .find(|f| Self::same_signature(cx, me, (f.job, f.pod)))
+        {
+            None => recorded.push(Failed {
+                job,
+                pod: me.1,
+                sizes: mine,
+            }),
             Some(failed) => {
-                mine.len() < failed.len()
-                    || (mine.len() == failed.len()
+                let smaller = mine.len() < failed.sizes.len()
+                    || (mine.len() == failed.sizes.len()
                         && mine.iter().map(|a| a.request.gpu).sum::<i64>()
-                            < failed.iter().map(|a| a.request.gpu).sum::<i64>())
+                            < failed.sizes.iter().map(|a| a.request.gpu).sum::<i64>());
+                if smaller {
+                    *failed = Failed {
+                        job,
+                        pod: me.1,
+                        sizes: mine,
+                    };
+                }
             }
-        };
-        if smaller {
-            self.by_signature.insert(key, mine);
         }
     }
 }
