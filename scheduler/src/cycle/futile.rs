@@ -147,7 +147,6 @@ impl Context<'_> {
         trail: &Trail,
         limited: usize,
         bounds: &mut Bounds,
-        room: &mut RoomByShape,
     ) -> bool {
         // Inter-pod terms can open a node when a pod leaves another.
         if self.state.tracks_inter_pod_terms() {
@@ -158,8 +157,11 @@ impl Context<'_> {
         {
             assert_eq!(freed, &self.freed_by(units), "the units' room has changed");
         }
+        // The context's count of copies per shape, taken out while the bounds borrow the
+        // context.
+        let mut room = std::mem::take(&mut self.room_by_shape);
         let freed = bounds.freed.get_or_insert_with(|| self.freed_by(units));
-        let by_units = self.gang_exceeds(pending, freed, &mut bounds.by_units, room);
+        let by_units = self.gang_exceeds(pending, freed, &mut bounds.by_units, &mut room);
         let by_trail = !by_units && trail.provable(units.len()) && {
             let (peak, most) = bounds.by_trail[limited]
                 .get_or_insert_with(|| (self.peak_room(trail, units.len()), FxHashMap::default()));
@@ -170,8 +172,9 @@ impl Context<'_> {
                     "the trail has changed"
                 );
             }
-            self.gang_exceeds(pending, peak, most, room)
+            self.gang_exceeds(pending, peak, most, &mut room)
         };
+        self.room_by_shape = room;
         (by_units || by_trail)
             && !self.some_unit_may_only_move(leaf, request, units)
             && (by_units || self.follows_trail(job, leaf, pending, units, trail))

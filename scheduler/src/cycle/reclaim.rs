@@ -301,8 +301,6 @@ impl Context<'_> {
             known.sequences.insert(k.clone(), units);
         }
         let limited = usize::from(self.limits_solver_nodes(job));
-        // Taken out while the proof borrows the context.
-        let mut room = std::mem::take(&mut self.room_by_shape);
         let futile = key.as_ref().is_some_and(|k| {
             known.sequences.get_mut(k).is_some_and(|s| {
                 (s.ended || s.units.len() >= MAX_VICTIMS)
@@ -315,11 +313,9 @@ impl Context<'_> {
                         &s.trails[limited],
                         limited,
                         &mut s.bounds,
-                        &mut room,
                     )
             })
         });
-        self.room_by_shape = room;
         if futile && !cfg!(debug_assertions) {
             return (false, candidates.protected_left_out);
         }

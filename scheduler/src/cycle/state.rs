@@ -278,8 +278,9 @@ pub struct ClusterState<'s> {
     /// Per node, whether it has GPUs free ([`Self::nodes_with_free_gpus`]), kept as pods come
     /// and go: each eviction attempt asks it of every node.
     free_gpus: Vec<bool>,
-    /// The nodes whose free room changed since [`Self::note_changes`], while noting.
-    noted: Option<Vec<usize>>,
+    /// The stamp at [`Self::note_changes`], while noting: the nodes changed since are read
+    /// from the change log.
+    noting_from: Option<u64>,
     /// The DRA claims and devices, when some pod uses a claim.
     pub(super) dra: Option<super::dra::DraState<'s>>,
     /// The nodes' NUMA zones, when some node has them.
@@ -379,7 +380,7 @@ impl<'s> ClusterState<'s> {
                 .map(|n| crate::cluster::mig_gpus(&n.extended) > 0)
                 .collect(),
             free_gpus: Vec::new(),
-            noted: None,
+            noting_from: None,
             dra: super::dra::DraState::new(snapshot),
             numa: super::numa::NumaState::new(snapshot),
         };
@@ -833,15 +834,14 @@ impl<'s> ClusterState<'s> {
 
     /// Starts noting the nodes whose free room changes, forgetting those noted so far.
     pub(crate) fn note_changes(&mut self) {
-        self.noted = Some(Vec::new());
+        self.noting_from = Some(self.versions);
     }
 
     /// Stops noting; the nodes noted, each once, in order.
     pub(crate) fn take_noted(&mut self) -> Vec<usize> {
-        let mut noted = self.noted.take().unwrap_or_default();
-        noted.sort_unstable();
-        noted.dedup();
-        noted
+        self.noting_from
+            .take()
+            .map_or_else(Vec::new, |stamp| self.changed_since(stamp))
     }
 
     /// A node's free room now.
@@ -957,9 +957,6 @@ impl<'s> ClusterState<'s> {
             self.log_from += drop as u64;
         }
         self.change_log.push(slot.node as u32);
-        if let Some(noted) = &mut self.noted {
-            noted.push(slot.node);
-        }
         if self.schedulable[slot.node] {
             self.free_total = add(self.free_total, pod.request, sign);
         }
