@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet};
+use rustc_hash::FxHashMap as HashMap;
 
 use kai_policy_compiler::model::{Policy, PriorityClass};
 
@@ -85,10 +85,22 @@ pub(crate) fn objects(snapshot: &Snapshot) -> Objects<'_> {
 
 /// Groups the snapshot's pods into jobs, in a stable order (namespace, then name). Pods of
 /// other schedulers are no job: they only hold their node's resources.
-pub fn jobs(snapshot: &Snapshot, policy: &Policy) -> Vec<Job> {
+/// `slots` are the bound pods' slots ([`super::state::ClusterState::new`]).
+pub fn jobs(
+    snapshot: &Snapshot,
+    policy: &Policy,
+    slots: &[Option<super::state::Slot>],
+) -> Vec<Job> {
     let by_key = group(snapshot);
     let mut jobs = Vec::with_capacity(by_key.len());
-    build(snapshot, policy, &objects(snapshot), by_key, &mut jobs);
+    build(
+        snapshot,
+        policy,
+        &objects(snapshot),
+        slots,
+        by_key,
+        &mut jobs,
+    );
     jobs
 }
 
@@ -189,15 +201,15 @@ pub(crate) fn group(snapshot: &Snapshot) -> Vec<(JobKey<'_>, Vec<usize>)> {
 
 /// Makes the jobs of some of [`group`]'s runs, in their order, at the end of `into`: each
 /// with its pod group object (from `objects`), resolved to its queue and priority, its pods on
-/// nodes outside the snapshot set apart.
+/// nodes outside the snapshot (bound, with no slot in `slots`) set apart.
 pub(crate) fn build(
     snapshot: &Snapshot,
     policy: &Policy,
     objects: &Objects<'_>,
+    slots: &[Option<super::state::Slot>],
     by_key: Vec<(JobKey<'_>, Vec<usize>)>,
     into: &mut Vec<Job>,
 ) {
-    let nodes: FxHashSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     let names = QueueNames::new(policy);
     into.extend(by_key.into_iter().map(|((namespace, name, grouped), all)| {
         let group = grouped
@@ -224,12 +236,8 @@ pub(crate) fn build(
                 .min()
                 .unwrap_or(0),
         };
-        let off_snapshot = |p: &usize| {
-            snapshot.pods[*p]
-                .node
-                .as_deref()
-                .is_some_and(|n| !nodes.contains(n))
-        };
+        // A pod bound to a node of the snapshot has its slot there.
+        let off_snapshot = |&p: &usize| slots[p].is_none() && snapshot.pods[p].node.is_some();
         // Almost every job has all its pods on known nodes: no second vector then.
         let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = if all.iter().any(off_snapshot) {
             all.into_iter().partition(off_snapshot)

@@ -291,12 +291,12 @@ fn prepare<'s>(
         let (jobs, used) = std::thread::scope(|scope| {
             let second = scope.spawn(|| {
                 let mut jobs = Vec::with_capacity(second.len());
-                jobs::build(snapshot, policy, &objects, second, &mut jobs);
+                jobs::build(snapshot, policy, &objects, &slots, second, &mut jobs);
                 let used = charged(snapshot, policy, &jobs, &slots);
                 (jobs, used)
             });
             let mut jobs = Vec::with_capacity(total);
-            jobs::build(snapshot, policy, &objects, first, &mut jobs);
+            jobs::build(snapshot, policy, &objects, &slots, first, &mut jobs);
             let mut used = charged(snapshot, policy, &jobs, &slots);
             let (rest, rest_used) = second.join().expect("building jobs does not panic");
             jobs.extend(rest);
@@ -305,8 +305,8 @@ fn prepare<'s>(
         });
         (jobs, (state, slots), used)
     } else {
-        let jobs = jobs::jobs(snapshot, policy);
         let (state, slots) = state::ClusterState::new(snapshot);
+        let jobs = jobs::jobs(snapshot, policy, &slots);
         let used = charged(snapshot, policy, &jobs, &slots);
         (jobs, (state, slots), used)
     }
