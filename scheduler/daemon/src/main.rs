@@ -1,5 +1,6 @@
 //! `kai-scheduler`: simulate, bench, and the daemon that follows a policy in Git.
-#![forbid(unsafe_code)]
+// One call sets an allocator option (`keep_freed_memory`); nothing else is unsafe.
+#![deny(unsafe_code)]
 
 mod cli;
 
@@ -7,5 +8,22 @@ mod cli;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    keep_freed_memory();
     std::process::ExitCode::from(cli::run())
+}
+
+/// mimalloc's `mi_option_purge_delay` (its index in `mimalloc.h`, v2 and v3 alike).
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Has mimalloc keep memory freed for ten seconds before giving it back to the system (its
+/// default is one), unless `MIMALLOC_PURGE_DELAY` says otherwise. Each cycle frees what it
+/// built and builds as much again a period later: given back in between, the pages are
+/// faulted in and zeroed anew every cycle (`bench --scenario steady --nodes 4000`: 100,000
+/// page faults over its five cycles instead of 82,000, and a prepare step 10-20 ms slower).
+#[allow(unsafe_code)]
+fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets an integer option, which mimalloc reads atomically whenever it purges.
+        unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 10_000) };
+    }
 }
