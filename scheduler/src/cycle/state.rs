@@ -263,6 +263,12 @@ pub struct ClusterState<'s> {
     /// index): `by_cpu` less the nodes outside the limit, so that a walk by free CPU does not
     /// step over the thousands of nodes outside an attempt's few hundred ([`Self::cpu_index`]).
     scenario_cpu: BTreeSet<(i64, usize)>,
+    /// While placements are limited, the nodes that `by_cpu` (read by no walk then) still holds
+    /// under the key they had when the limit was set, with that key, and per node whether it is
+    /// among them: [`Self::unlimit`] moves those whose key changed. A failed attempt gives back
+    /// all it took, so most end where they began and are never moved in `by_cpu`.
+    by_cpu_behind: Vec<(usize, i64)>,
+    by_cpu_lags: Vec<bool>,
     /// Per schedulable node, the [`Keys`] the indexes hold it under. Changes move a node in
     /// the indexes only when they are next read ([`Self::settle`]): an eviction attempt frees
     /// and takes back hundreds of victims' room between two searches, most of it given back
@@ -371,6 +377,8 @@ impl<'s> ClusterState<'s> {
             pipelined_pods: vec![0; snapshot.nodes.len()],
             scenario: None,
             scenario_cpu: BTreeSet::new(),
+            by_cpu_behind: Vec::new(),
+            by_cpu_lags: vec![false; snapshot.nodes.len()],
             indexed: vec![Keys::default(); snapshot.nodes.len()],
             unsettled: Vec::new(),
             unsettled_by_node: vec![Unsettled::No; snapshot.nodes.len()],
@@ -597,11 +605,21 @@ impl<'s> ClusterState<'s> {
             }
         }
         if after.cpu != before.cpu {
-            self.by_cpu.remove(&(before.cpu, node));
-            self.by_cpu.insert((after.cpu, node));
-            if self.scenario.as_ref().is_some_and(|nodes| nodes[node]) {
-                self.scenario_cpu.remove(&(before.cpu, node));
-                self.scenario_cpu.insert((after.cpu, node));
+            match &self.scenario {
+                Some(nodes) => {
+                    if nodes[node] {
+                        self.scenario_cpu.remove(&(before.cpu, node));
+                        self.scenario_cpu.insert((after.cpu, node));
+                    }
+                    if !self.by_cpu_lags[node] {
+                        self.by_cpu_lags[node] = true;
+                        self.by_cpu_behind.push((node, before.cpu));
+                    }
+                }
+                None => {
+                    self.by_cpu.remove(&(before.cpu, node));
+                    self.by_cpu.insert((after.cpu, node));
+                }
             }
             if self.cpu_only[node] {
                 self.by_cpu_plain.remove(&(before.cpu, node));
@@ -634,7 +652,7 @@ impl<'s> ClusterState<'s> {
             {
                 let k = self.keys(node, true);
                 self.by_gpu.contains(&(k.whole, node))
-                    && self.by_cpu.contains(&(k.cpu, node))
+                    && (self.by_cpu_lags[node] || self.by_cpu.contains(&(k.cpu, node)))
                     && self.by_free_gpu.contains(&(k.packed, node))
                     && (!self.cpu_only[node] || self.by_cpu_plain.contains(&(k.cpu, node)))
                     && (self.scenario.as_ref().is_none_or(|nodes| !nodes[node])
@@ -1325,6 +1343,10 @@ impl<'s> ClusterState<'s> {
     /// places the preemptor and its victims again only on the preemptor's feasible nodes and
     /// the victims' nodes (KAI's `FeasibleNodesForJob`, `byPodSolver.updateFeasibleNodes`).
     pub fn limit_to(&mut self, nodes: Vec<bool>) {
+        debug_assert!(
+            self.by_cpu_behind.is_empty(),
+            "a limit is set within another"
+        );
         // `by_cpu` holds every schedulable node under its indexed key: the subset is read
         // from those keys (walking the whole tree costs more than sorting the few allowed).
         let mut allowed: Vec<(i64, usize)> = (0..nodes.len())
@@ -1358,6 +1380,14 @@ impl<'s> ClusterState<'s> {
     pub fn unlimit(&mut self) {
         self.scenario = None;
         self.scenario_cpu.clear();
+        for (node, was) in std::mem::take(&mut self.by_cpu_behind) {
+            self.by_cpu_lags[node] = false;
+            let now = self.indexed[node].cpu;
+            if now != was {
+                self.by_cpu.remove(&(was, node));
+                self.by_cpu.insert((now, node));
+            }
+        }
     }
 
     /// Whether placements may use a node now (see [`Self::limit_to`]).
