@@ -1344,7 +1344,7 @@ impl<'s> ClusterState<'s> {
     /// the victims' nodes (KAI's `FeasibleNodesForJob`, `byPodSolver.updateFeasibleNodes`).
     pub fn limit_to(&mut self, nodes: Vec<bool>) {
         debug_assert!(
-            self.by_cpu_behind.is_empty(),
+            self.scenario.is_none() && self.by_cpu_behind.is_empty(),
             "a limit is set within another"
         );
         // `by_cpu` holds every schedulable node under its indexed key: the subset is read
