@@ -104,6 +104,9 @@ struct Held {
     whole: u32,
 }
 
+/// A limit's nodes ([`ClusterState::limit_to`]) and their CPU index entries, in order.
+type LimitIndex = (Vec<bool>, Vec<(i64, usize)>);
+
 /// Whether a node's changes are not yet in the indexes ([`ClusterState::settle`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Unsettled {
@@ -269,6 +272,10 @@ pub struct ClusterState<'s> {
     /// all it took, so most end where they began and are never moved in `by_cpu`.
     by_cpu_behind: Vec<(usize, i64)>,
     by_cpu_lags: Vec<bool>,
+    /// The nodes of the last limit ([`Self::limit_to`]) and their CPU index entries, in order:
+    /// the next attempt's solver's nodes are mostly the same nodes under the same keys (a
+    /// failed attempt gives back all it took), and are then not sorted again.
+    last_limit: Option<LimitIndex>,
     /// Per schedulable node, the [`Keys`] the indexes hold it under. Changes move a node in
     /// the indexes only when they are next read ([`Self::settle`]): an eviction attempt frees
     /// and takes back hundreds of victims' room between two searches, most of it given back
@@ -379,6 +386,7 @@ impl<'s> ClusterState<'s> {
             scenario_cpu: BTreeSet::new(),
             by_cpu_behind: Vec::new(),
             by_cpu_lags: vec![false; snapshot.nodes.len()],
+            last_limit: None,
             indexed: vec![Keys::default(); snapshot.nodes.len()],
             unsettled: Vec::new(),
             unsettled_by_node: vec![Unsettled::No; snapshot.nodes.len()],
@@ -1347,13 +1355,24 @@ impl<'s> ClusterState<'s> {
             self.scenario.is_none() && self.by_cpu_behind.is_empty(),
             "a limit is set within another"
         );
-        // `by_cpu` holds every schedulable node under its indexed key: the subset is read
-        // from those keys (walking the whole tree costs more than sorting the few allowed).
-        let mut allowed: Vec<(i64, usize)> = (0..nodes.len())
-            .filter(|&n| nodes[n] && self.schedulable[n])
-            .map(|n| (self.indexed[n].cpu, n))
-            .collect();
-        allowed.sort_unstable();
+        let kept = self.last_limit.as_ref().filter(|(was, entries)| {
+            *was == nodes && entries.iter().all(|&(k, n)| self.indexed[n].cpu == k)
+        });
+        let allowed = match kept {
+            Some((_, entries)) => entries.clone(),
+            None => {
+                // `by_cpu` holds every schedulable node under its indexed key: the subset is
+                // read from those keys (walking the whole tree costs more than sorting the few
+                // allowed).
+                let mut allowed: Vec<(i64, usize)> = (0..nodes.len())
+                    .filter(|&n| nodes[n] && self.schedulable[n])
+                    .map(|n| (self.indexed[n].cpu, n))
+                    .collect();
+                allowed.sort_unstable();
+                self.last_limit = Some((nodes.clone(), allowed.clone()));
+                allowed
+            }
+        };
         self.scenario_cpu = allowed.into_iter().collect();
         debug_assert!(
             self.scenario_cpu
