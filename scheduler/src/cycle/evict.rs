@@ -182,29 +182,27 @@ impl FailedJobs {
         }
     }
 
-    /// The failed job recorded for `job`'s signature in `leaf`, if any (`pods`: what `job`
-    /// asks room for).
-    fn failed_like(
-        &self,
+    /// Where among a queue's `recorded` failures the one with the signature of `job` lies,
+    /// whose first pod asking room is `pod`.
+    fn like(
         cx: &Context<'_>,
+        recorded: &[Failed],
         job: usize,
-        leaf: usize,
-        pods: &[usize],
-    ) -> Option<&Failed> {
-        let me = (job, pods.first().copied());
-        self.by_leaf
-            .get(&leaf)?
+        pod: Option<usize>,
+    ) -> Option<usize> {
+        recorded
             .iter()
-            .find(|f| Self::same_signature(cx, me, (f.job, f.pod)))
+            .position(|f| Self::same_signature(cx, (job, pod), (f.job, f.pod)))
     }
 
     /// Whether `job` is worth trying after the failures recorded for its queue.
     pub fn easier(&self, cx: &Context<'_>, job: usize, leaf: usize) -> bool {
         let pods = cx.gang_core(job);
-        let Some(failed) = self.failed_like(cx, job, leaf, &pods) else {
+        let recorded = self.by_leaf.get(&leaf).map_or(&[][..], Vec::as_slice);
+        let Some(at) = Self::like(cx, recorded, job, pods.first().copied()) else {
             return true;
         };
-        let (mine, failed) = (Self::sizes(cx, &pods), &failed.sizes);
+        let (mine, failed) = (Self::sizes(cx, &pods), &recorded[at].sizes);
         if mine.is_empty() || failed.is_empty() || failed.len() > mine.len() {
             return !mine.is_empty();
         }
@@ -224,18 +222,16 @@ impl FailedJobs {
     pub fn record(&mut self, cx: &Context<'_>, job: usize, leaf: usize) {
         let pods = cx.gang_core(job);
         let mine = Self::sizes(cx, &pods);
-        let me = (job, pods.first().copied());
+        let pod = pods.first().copied();
         let recorded = self.by_leaf.entry(leaf).or_default();
-        match recorded
-            .iter_mut()
-            .find(|f| Self::same_signature(cx, me, (f.job, f.pod)))
-        {
+        match Self::like(cx, recorded, job, pod) {
             None => recorded.push(Failed {
                 job,
-                pod: me.1,
+                pod,
                 sizes: mine,
             }),
-            Some(failed) => {
+            Some(at) => {
+                let failed = &mut recorded[at];
                 let smaller = mine.len() < failed.sizes.len()
                     || (mine.len() == failed.sizes.len()
                         && mine.iter().map(|a| a.request.gpu).sum::<i64>()
@@ -243,7 +239,7 @@ impl FailedJobs {
                 if smaller {
                     *failed = Failed {
                         job,
-                        pod: me.1,
+                        pod,
                         sizes: mine,
                     };
                 }

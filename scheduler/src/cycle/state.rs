@@ -702,9 +702,7 @@ impl<'s> ClusterState<'s> {
         // holds, are read from the nodes.
         let logged = (self.log_from..=self.versions).contains(&stamp);
         let nodes = if !logged || changes > self.changed_at.len() / 8 {
-            (0..self.changed_at.len())
-                .filter(|&n| self.changed_at[n] > stamp)
-                .collect()
+            self.stamped_since(stamp)
         } else {
             let from = (stamp - self.log_from) as usize;
             let mut nodes: Vec<usize> = self.change_log[from..]
@@ -717,12 +715,17 @@ impl<'s> ClusterState<'s> {
         };
         debug_assert_eq!(
             nodes,
-            (0..self.changed_at.len())
-                .filter(|&n| self.changed_at[n] > stamp)
-                .collect::<Vec<_>>(),
+            self.stamped_since(stamp),
             "the change log disagrees with the nodes"
         );
         nodes
+    }
+
+    /// [`Self::changed_since`] read from every node's stamp.
+    fn stamped_since(&self, stamp: u64) -> Vec<usize> {
+        (0..self.changed_at.len())
+            .filter(|&n| self.changed_at[n] > stamp)
+            .collect()
     }
 
     /// Says the state is again as it was at `version`: every change since has been undone.
