@@ -37,6 +37,8 @@ use super::kai::{
 use crate::cluster::{Amounts, Time};
 use crate::decision::EvictReason;
 
+mod offers;
+
 /// Reclaim candidates by leaf queue, and every queue with a candidate in its subtree.
 struct Candidates<'p> {
     /// Victim queues the reclaimer may take from, each with its running jobs and the reclaim
@@ -115,17 +117,25 @@ struct KnownVictims {
     /// from: worked out by the first attempt with those candidates ([`Context::offered_units`]),
     /// or, where it could not be, as attempts took them.
     sequences: rustc_hash::FxHashMap<SequenceKey, Sequence>,
+    /// What whole subtrees offer ([`offers`]), worked out by the first sequence that needed it.
+    offers: offers::Kept,
 }
 
 impl KnownVictims {
     /// Forgets what an attempt that committed may have changed: the sequences, and the heads
-    /// of the leaves whose allocation changed (`changed`). A leaf's head depends only on which
-    /// of its jobs run with which pods; a commit places pods only in the reclaimer's leaf and
-    /// takes them only from its victims' leaves, so it changes the allocation of every leaf
-    /// whose jobs it changes (a victim moved keeps its pods and its allocation).
-    fn forget(&mut self, changed: impl Fn(usize) -> bool) {
+    /// of the leaves whose allocation changed (`changed`) and the offers of their subtrees and
+    /// every one above. A leaf's head depends only on which of its jobs run with which pods; a
+    /// commit places pods only in the reclaimer's leaf and takes them only from its victims'
+    /// leaves, so it changes the allocation of every leaf whose jobs it changes (a victim moved
+    /// keeps its pods and its allocation).
+    fn forget(
+        &mut self,
+        policy: &kai_policy_compiler::model::Policy,
+        changed: impl Fn(usize) -> bool,
+    ) {
         self.by_leaf.retain(|&(leaf, _, _), _| !changed(leaf));
         self.sequences.clear();
+        offers::forget(&mut self.offers, policy, changed);
     }
 }
 
@@ -297,7 +307,15 @@ impl Context<'_> {
             && !known.sequences.contains_key(k)
             && known.sequences.len() < MAX_SEQUENCES
         {
-            let units = self.offered_units(&roots, &candidates, known);
+            let units = self.offered_units(&roots, &candidates, pool, &mut known.offers);
+            if cfg!(debug_assertions) {
+                let afresh = self.offered_units_afresh(&roots, &candidates, known);
+                assert_eq!(
+                    (&units.units, units.ended),
+                    (&afresh.units, afresh.ended),
+                    "the units merged from the subtrees' offers differ from the order's"
+                );
+            }
             known.sequences.insert(k.clone(), units);
         }
         let limited = usize::from(self.limits_solver_nodes(job));
@@ -440,7 +458,7 @@ impl Context<'_> {
         });
         debug_assert!(!(futile && done), "a reclaim proven futile made room");
         if done {
-            known.forget(|q| at_start.all[q] != self.used.all[q]);
+            known.forget(self.policy, |q| at_start.all[q] != self.used.all[q]);
         } else if let (Some(key), Some(mut s), Some(t)) = (key, sequence, trail)
             && known.sequences.len() < MAX_SEQUENCES
         {
@@ -455,7 +473,9 @@ impl Context<'_> {
     /// [`Sequence`]), up to the bound on victims, worked out without taking them: a gang leaves
     /// its leaf's order once it is offered, as it does when an attempt takes it (its pods no
     /// longer run, or are being moved), and the queues are ranked as an attempt ranks them.
-    fn offered_units(
+    /// Worked out unit by unit, ranking the queues again each time: debug builds check
+    /// [`Self::offered_units`] against it.
+    fn offered_units_afresh(
         &self,
         roots: &[usize],
         candidates: &Candidates,
