@@ -278,10 +278,12 @@ fn prepare<'s>(
 ) {
     if parallel {
         let ((state, slots), objects, mut first) = std::thread::scope(|scope| {
-            let room =
-                scope.spawn(|| (state::ClusterState::new(snapshot), jobs::objects(snapshot)));
+            let room = scope.spawn(|| state::ClusterState::new(snapshot));
             let runs = jobs::group(snapshot);
-            let (room, objects) = room
+            // Rebuilding the room takes longer than sorting the runs (28-38 ms against 22-27
+            // at 4,000 nodes): the objects' index is built on this side.
+            let objects = jobs::objects(snapshot);
+            let room = room
                 .join()
                 .expect("rebuilding the nodes' room does not panic");
             (room, objects, runs)
