@@ -15,8 +15,6 @@ use crate::decision::Reason;
 pub struct Job {
     /// `namespace/name` of the pod group, or of the single pod.
     pub key: String,
-    /// Namespace.
-    pub namespace: String,
     /// Indexes into `Snapshot::pods`.
     pub pods: Vec<usize>,
     /// Pods that must run together (`minMember`; 1 for a lone pod).
@@ -276,7 +274,6 @@ pub(crate) fn build(
                 .filter(|_| declared.is_none() && cluster_value.is_none())
                 .map(str::to_string),
             created,
-            namespace: namespace.to_string(),
             pods,
             elsewhere,
             succeeded: group.map_or(0, |g| g.succeeded),
