@@ -892,6 +892,18 @@ impl Context<'_> {
         // them every victim leads to a full attempt.
         let mut freed_since: Option<Vec<usize>> = None;
         let terms = self.state.tracks_inter_pod_terms();
+        // The gang's pods that may fit where the others may not: checking a freed node for one
+        // of alike pods answers for all of them.
+        let mut unlike: Vec<usize> = Vec::new();
+        for &p in pending {
+            let pod = &self.snapshot.pods[p];
+            if !unlike
+                .iter()
+                .any(|&u| self.state.fit_alike(&self.snapshot.pods[u], pod))
+            {
+                unlike.push(p);
+            }
+        }
         // The gang's side in `goes_before`, worked out once.
         let mut mine_heads = None;
         while popped.len() < MAX_VICTIMS {
@@ -1030,7 +1042,7 @@ impl Context<'_> {
                 && !terms
             {
                 let fits_somewhere = nodes.iter().any(|&n| {
-                    pending.iter().any(|&p| {
+                    unlike.iter().any(|&p| {
                         self.state
                             .fits_now(n, &self.snapshot.pods[p], plan.strategy)
                     })

@@ -953,6 +953,24 @@ impl<'s> ClusterState<'s> {
             && self.devices_on_candidate(node, pod, strategy).is_some()
     }
 
+    /// Whether [`Self::fits_now`] answers the same for pods `a` and `b` on every node: they ask
+    /// the same and may go to the same places, neither has claims (a claim is its pod's own),
+    /// and, where inter-pod terms are tracked, they have the same namespace and labels. A
+    /// gang's pods mostly are alike, and checking one of them answers for all.
+    pub fn fit_alike(&self, a: &Pod, b: &Pod) -> bool {
+        a.constraints.claims.is_empty()
+            && a.request == b.request
+            && a.extended == b.extended
+            && a.fractional == b.fractional
+            && a.shared_devices == b.shared_devices
+            && a.dra_gpus == b.dra_gpus
+            && a.gpu_memory == b.gpu_memory
+            && a.legacy_mig == b.legacy_mig
+            && a.numa_zones == b.numa_zones
+            && a.constraints == b.constraints
+            && (self.residents.is_none() || (a.namespace == b.namespace && a.labels == b.labels))
+    }
+
     /// Whether a pod passes every filter that does not depend on what is free on the node.
     pub fn admits(&self, node: usize, pod: &Pod) -> bool {
         self.misfit(node, pod).is_none()

@@ -226,4 +226,52 @@ proptest! {
         let got: Vec<usize> = state.on_used_shared_devices(&pod, false).collect();
         prop_assert_eq!(got, sharing_by_the_rule(&state, &pod));
     }
+
+    /// Pods the state calls alike get the same answer from `fits_now` on every node, whatever
+    /// else tells them apart (names, labels and queues); pods that ask differently, or one with
+    /// a toleration the other lacks, are not alike.
+    #[test]
+    fn pods_alike_fit_the_same_nodes(
+        snapshot in cluster(),
+        shape in (0i64..=4, 0i64..=12, 0u8..3, 1u32..=2),
+        tainted in prop::collection::vec(any::<bool>(), 40),
+        spread in any::<bool>(),
+    ) {
+        let mut snapshot = snapshot;
+        for (n, &t) in snapshot.nodes.iter_mut().zip(&tainted) {
+            if t {
+                n.taints.push(crate::cluster::Taint {
+                    key: "gpu".into(),
+                    value: "a100".into(),
+                    effect: crate::cluster::TaintEffect::NoSchedule,
+                });
+            }
+        }
+        let (state, _) = ClusterState::new(&snapshot);
+        let (gpus, cores, kind, shared) = shape;
+        let a = match kind {
+            0 => pod(gpus.max(1) * DEVICE, cores * 1000, false, 0),
+            1 => pod(250 * (gpus + 1) * i64::from(shared), cores * 1000, true, shared),
+            _ => pod(0, cores * 1000, false, 0),
+        };
+        let mut b = a.clone();
+        b.name = "other".into();
+        b.queue = Some("q".into());
+        b.labels.insert("index".into(), "1".into());
+        let strategy = if spread { Placement::Spread } else { Placement::Binpack };
+        prop_assert!(state.fit_alike(&a, &b));
+        for n in 0..state.len() {
+            prop_assert_eq!(state.fits_now(n, &a, strategy), state.fits_now(n, &b, strategy));
+        }
+        let mut more = a.clone();
+        more.request.cpu += 1000;
+        prop_assert!(!state.fit_alike(&a, &more));
+        let mut tolerating = a.clone();
+        tolerating.constraints.tolerations.push(crate::cluster::Toleration {
+            key: "gpu".into(),
+            exists: true,
+            ..Default::default()
+        });
+        prop_assert!(!state.fit_alike(&a, &tolerating));
+    }
 }
