@@ -112,6 +112,11 @@ pub(crate) struct QueueUse {
     pub non_preemptible: Vec<Amounts>,
     /// The changes made since [`Self::record`], while recording.
     recorded: Option<Vec<UseChange>>,
+    /// Queues [`Self::add`] has changed since [`Self::mark`], each with its allocation then:
+    /// what an attempt changed is found among them, not by comparing every queue.
+    touched: Vec<(usize, Amounts)>,
+    /// Per queue, whether it is in `touched`.
+    is_touched: Vec<bool>,
 }
 
 /// One change of a [`QueueUse`]: a job's amounts added on its leaf (`sign` 1) or taken off
@@ -142,7 +147,24 @@ impl QueueUse {
             all: vec![Amounts::default(); n],
             non_preemptible: vec![Amounts::default(); n],
             recorded: None,
+            touched: Vec::new(),
+            is_touched: vec![false; n],
         }
+    }
+
+    /// Starts noting which queues change, forgetting those noted so far.
+    pub fn mark(&mut self) {
+        for (q, _) in self.touched.drain(..) {
+            self.is_touched[q] = false;
+        }
+    }
+
+    /// The queues whose allocation differs from what it was at [`Self::mark`].
+    pub fn changed_since_mark(&self) -> Vec<usize> {
+        (self.touched.iter())
+            .filter(|(q, then)| self.all[*q] != *then)
+            .map(|&(q, _)| q)
+            .collect()
     }
 
     /// Starts recording the changes, forgetting those recorded so far.
@@ -191,6 +213,15 @@ impl QueueUse {
     ) {
         if let Some(recorded) = &mut self.recorded {
             recorded.push(UseChange::new(leaf, amounts, preemptible, sign));
+        }
+        // A queue's ancestors are noted with it.
+        let mut at = Some(leaf);
+        while let Some(q) = at
+            && !self.is_touched[q]
+        {
+            self.is_touched[q] = true;
+            self.touched.push((q, self.all[q]));
+            at = policy.queues[q].parent;
         }
         let mut at = Some(leaf);
         while let Some(q) = at {

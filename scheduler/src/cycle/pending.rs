@@ -51,11 +51,9 @@ impl Context<'_> {
         while let Some(job) = self.pop_next(&mut order) {
             let i = at[&job];
             let Some(u) = entries[i].take() else { continue };
-            let before = self.used.all.clone();
+            self.used.mark();
             still.extend(attempt(self, u).map(|u| (i, u)));
-            let mut changed: Vec<usize> = (0..before.len())
-                .filter(|&q| before[q] != self.used.all[q])
-                .collect();
+            let mut changed = self.used.changed_since_mark();
             changed.extend(self.jobs[job].queue.as_ref().ok());
             self.rerank(&mut order, &changed);
         }
