@@ -371,6 +371,8 @@ fn charged(
             1,
         );
     }
+    // What the actions change is noted from here.
+    used.mark();
     used
 }
 

@@ -2283,3 +2283,58 @@ fn preparing_on_two_threads_gives_what_one_thread_gives() {
     assert_eq!(slots_2, slots);
     assert_eq!(format!("{used_2:?}"), format!("{used:?}"));
 }
+
+/// The queues an attempt changed are those whose allocation differs from what it was at the
+/// mark, with their ancestors; a change given back, or one on another subtree's sibling that
+/// leaves a shared parent's sum the same, is no change there.
+#[test]
+fn an_attempts_changed_queues_are_those_whose_allocation_moved() {
+    let p = policy(
+        r#"
+        queue "d1" {
+            gpu quota=4
+            queue "t1a" { gpu quota=2; namespaces "t1a" }
+            queue "t1b" { gpu quota=2; namespaces "t1b" }
+        }
+        queue "d2" { gpu quota=4; queue "t2" { gpu quota=4; namespaces "t2" } }
+        "#,
+    );
+    let index = |name: &str| p.queues.iter().position(|q| q.name == name).unwrap();
+    let (d1, t1a, t1b, d2, t2) = (
+        index("d1"),
+        index("t1a"),
+        index("t1b"),
+        index("d2"),
+        index("t2"),
+    );
+    let one = Amounts {
+        gpu: 1000,
+        cpu: 1000,
+        memory: 1 << 30,
+    };
+    let mut used = QueueUse::new(p.queues.len());
+    used.add(&p, t2, one, true, 1);
+    used.mark();
+    assert!(used.changed_since_mark().is_empty());
+    // Taken and given back: nothing changed.
+    used.add(&p, t2, one, true, -1);
+    used.add(&p, t2, one, true, 1);
+    assert!(used.changed_since_mark().is_empty());
+    // Moved from one team to its sibling: both teams changed, their department did not.
+    used.add(&p, t1a, one, true, 1);
+    used.add(&p, t1b, one, true, -1);
+    let mut changed = used.changed_since_mark();
+    changed.sort_unstable();
+    let mut expected = vec![t1a, t1b];
+    expected.sort_unstable();
+    assert_eq!(changed, expected);
+    // A new mark forgets what was noted.
+    used.mark();
+    used.add(&p, t2, one, true, 1);
+    let mut changed = used.changed_since_mark();
+    changed.sort_unstable();
+    let mut expected = vec![t2, d2];
+    expected.sort_unstable();
+    assert_eq!(changed, expected);
+    assert!(!changed.contains(&d1));
+}
