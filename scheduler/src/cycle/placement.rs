@@ -582,7 +582,7 @@ fn explain_no_fit(state: &mut ClusterState, snapshot: &Snapshot, p: usize) -> Re
 
 /// Whether two pods ask the same of a node: everything the filters and the reasons read. Their
 /// namespaces and labels matter only to inter-pod terms (`terms`: some pod has them).
-fn same_needs(a: &Pod, b: &Pod, terms: bool) -> bool {
+pub(super) fn same_needs(a: &Pod, b: &Pod, terms: bool) -> bool {
     a.request == b.request
         && a.fractional == b.fractional
         && a.shared_devices == b.shared_devices

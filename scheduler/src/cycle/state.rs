@@ -959,16 +959,9 @@ impl<'s> ClusterState<'s> {
     /// gang's pods mostly are alike, and checking one of them answers for all.
     pub fn fit_alike(&self, a: &Pod, b: &Pod) -> bool {
         a.constraints.claims.is_empty()
-            && a.request == b.request
-            && a.extended == b.extended
-            && a.fractional == b.fractional
-            && a.shared_devices == b.shared_devices
             && a.dra_gpus == b.dra_gpus
-            && a.gpu_memory == b.gpu_memory
-            && a.legacy_mig == b.legacy_mig
             && a.numa_zones == b.numa_zones
-            && a.constraints == b.constraints
-            && (self.residents.is_none() || (a.namespace == b.namespace && a.labels == b.labels))
+            && super::placement::same_needs(a, b, self.tracks_inter_pod_terms())
     }
 
     /// Whether a pod passes every filter that does not depend on what is free on the node.

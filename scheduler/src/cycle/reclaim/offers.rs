@@ -92,7 +92,8 @@ impl Arenas<'_> {
     }
 }
 
-/// Forgets the kept offers of `queue`'s subtree and of every subtree above it.
+/// Forgets the kept offers of every subtree with a `changed` queue in it: each such queue's,
+/// and those of the queues above it.
 pub(super) fn forget(
     kept: &mut Kept,
     policy: &kai_policy_compiler::model::Policy,
