@@ -958,16 +958,7 @@ impl Context<'_> {
             // KAI subtracts the victims of the subtree's best leaf (`getVictimsForQueue`: the
             // ones popped and the next) from every queue on the way down to it, only where it
             // compares dominant shares with the job (`calculateDominantResourceShareWithJob`).
-            let key = *heads.key[c].get_or_insert_with(|| {
-                self.order_key_with(
-                    &Side {
-                        queue: c,
-                        job: Quantities::default(),
-                        victims: found.1,
-                    },
-                    at_start,
-                )
-            });
+            let key = *heads.key[c].get_or_insert_with(|| self.victim_key(c, found.1, at_start));
             if last
                 .as_ref()
                 .is_none_or(|(l, _)| compare_keys(&key, l) == Ordering::Greater)
@@ -976,6 +967,19 @@ impl Context<'_> {
             }
         }
         last.map(|(_, found)| found)
+    }
+
+    /// A victim queue's key in the victim queue order, with what its best leaf's victims free
+    /// (`frees`), on the allocation `used`.
+    fn victim_key(&self, queue: usize, frees: Quantities, used: &QueueUse) -> OrderKey {
+        self.order_key_with(
+            &Side {
+                queue,
+                job: Quantities::default(),
+                victims: frees,
+            },
+            used,
+        )
     }
 }
 

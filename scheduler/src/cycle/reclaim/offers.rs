@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 
 use super::{Candidates, Context, MAX_VICTIMS, Pool, Sequence};
 use crate::cycle::jobs::request_of;
-use crate::cycle::kai::{OrderKey, Quantities, Side, add, compare_keys, quantities};
+use crate::cycle::kai::{OrderKey, Quantities, add, compare_keys, quantities};
 
 /// One unit a subtree offers: the unit, what its leaf's victims free with it (what the keys of
 /// the queues above subtract: `last_victim_queue`'s `found`), and the subtree's key then.
@@ -220,7 +220,7 @@ impl Context<'_> {
                         job,
                         pods,
                         frees,
-                        key: self.victim_key(queue, frees),
+                        key: self.victim_key(queue, frees, self.used),
                     },
                 );
                 arenas.of(queue).merge = merge;
@@ -254,19 +254,7 @@ impl Context<'_> {
             job,
             pods,
             frees,
-            key: self.victim_key(leaf, frees),
+            key: self.victim_key(leaf, frees, self.used),
         })
-    }
-
-    /// A victim queue's key in the victim queue order, with what its best leaf's victims free.
-    fn victim_key(&self, queue: usize, frees: Quantities) -> OrderKey {
-        self.order_key_with(
-            &Side {
-                queue,
-                job: Quantities::default(),
-                victims: frees,
-            },
-            self.used,
-        )
     }
 }
