@@ -209,86 +209,101 @@ pub(crate) fn build(
     into: &mut Vec<Job>,
 ) {
     let names = QueueNames::new(policy);
-    into.extend(by_key.into_iter().map(|((namespace, name, grouped), all)| {
-        let group = grouped
-            .then(|| objects.get(&(namespace, name)))
-            .flatten()
-            .map(|&g| &snapshot.groups[g]);
-        let first = &snapshot.pods[all[0]];
-        let named_queue = group
-            .and_then(|g| g.queue.as_deref())
-            .or(first.queue.as_deref());
-        let queue = resolve_queue(policy, &names, namespace, named_queue);
-        let (class, declared) =
-            priority_class(policy, &snapshot.priority_classes, group, first, &queue);
-        // A class the policy does not declare takes the cluster's value, as KAI takes it.
-        let cluster_value = class
-            .filter(|_| declared.is_none())
-            .and_then(|c| snapshot.priority_classes.get(c).copied());
-        let priority = declared.map_or(cluster_value.unwrap_or(0), |c| c.value);
-        let created = match group {
-            Some(g) if g.kind_priority.is_none() => g.created,
-            _ => all
-                .iter()
-                .map(|&p| snapshot.pods[p].created)
-                .min()
-                .unwrap_or(0),
-        };
-        // A pod bound to a node of the snapshot has its slot there.
-        let off_snapshot = |&p: &usize| slots[p].is_none() && snapshot.pods[p].node.is_some();
-        // Almost every job has all its pods on known nodes: no second vector then.
-        let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = if all.iter().any(off_snapshot) {
-            all.into_iter().partition(off_snapshot)
-        } else {
-            (Vec::new(), all)
-        };
-        let (gang, stray) = match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
-            Some((gang, stray)) => (Some(Box::new(gang)), stray),
-            None => (None, Vec::new()),
-        };
-        // A stray pod that runs stays with its job (it holds what it holds); one that
-        // waits is set apart, to be told why it never starts.
-        let stray: Vec<(usize, String)> = stray
+    // Looked up in a loop of their own: the processor overlaps many lookups' cache misses
+    // there, fewer when each comes amid the rest of a job's making.
+    let found: Vec<Option<usize>> = by_key
+        .iter()
+        .map(|&((namespace, name, grouped), _)| {
+            grouped
+                .then(|| objects.get(&(namespace, name)).copied())
+                .flatten()
+        })
+        .collect();
+    into.extend(
+        by_key
             .into_iter()
-            .filter(|&(p, _)| snapshot.pods[p].node.is_none())
-            .collect();
-        if !stray.is_empty() {
-            pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
-        }
-        let min_member = group.map_or(1, |g| g.min_member);
-        // KAI's rule where the class is not declared: below 100 is preemptible; the group's
-        // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
-        let by_class = declared.map_or(priority < 100, |c| c.preemptible);
-        let preemptible = group
-            .and_then(|g| g.preemptible)
-            .or(first.preemptibility)
-            .unwrap_or(by_class);
-        Job {
-            key: format!("{namespace}/{name}"),
-            // Pods on nodes outside the snapshot run; the rest of the gang needs fewer.
-            min_member: min_member.saturating_sub(elsewhere.len() as u32),
-            queue,
-            priority,
-            preemptible,
-            unknown_priority_class: class
-                .filter(|_| declared.is_none() && cluster_value.is_none())
-                .map(str::to_string),
-            created,
-            pods,
-            elsewhere,
-            succeeded: group.map_or(0, |g| g.succeeded),
-            staleness_grace: group.and_then(|g| g.staleness_grace),
-            stale_since: group.and_then(|g| g.stale_since),
-            last_start: group.and_then(|g| g.last_start),
-            pod_group: group.is_some(),
-            evicts_from: group.and_then(PodGroup::evicts_from),
-            topology_required: group.and_then(|g| g.topology_required.clone()),
-            topology: group.and_then(|g| g.topology.clone()),
-            topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
-            gang,
-            stray,
-        }
-    }));
+            .zip(found)
+            .map(|(((namespace, name, _), all), g)| {
+                let group = g.map(|g| &snapshot.groups[g]);
+                let first = &snapshot.pods[all[0]];
+                let named_queue = group
+                    .and_then(|g| g.queue.as_deref())
+                    .or(first.queue.as_deref());
+                let queue = resolve_queue(policy, &names, namespace, named_queue);
+                let (class, declared) =
+                    priority_class(policy, &snapshot.priority_classes, group, first, &queue);
+                // A class the policy does not declare takes the cluster's value, as KAI takes it.
+                let cluster_value = class
+                    .filter(|_| declared.is_none())
+                    .and_then(|c| snapshot.priority_classes.get(c).copied());
+                let priority = declared.map_or(cluster_value.unwrap_or(0), |c| c.value);
+                let created = match group {
+                    Some(g) if g.kind_priority.is_none() => g.created,
+                    _ => all
+                        .iter()
+                        .map(|&p| snapshot.pods[p].created)
+                        .min()
+                        .unwrap_or(0),
+                };
+                // A pod bound to a node of the snapshot has its slot there.
+                let off_snapshot =
+                    |&p: &usize| slots[p].is_none() && snapshot.pods[p].node.is_some();
+                // Almost every job has all its pods on known nodes: no second vector then.
+                let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) =
+                    if all.iter().any(off_snapshot) {
+                        all.into_iter().partition(off_snapshot)
+                    } else {
+                        (Vec::new(), all)
+                    };
+                let (gang, stray) =
+                    match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
+                        Some((gang, stray)) => (Some(Box::new(gang)), stray),
+                        None => (None, Vec::new()),
+                    };
+                // A stray pod that runs stays with its job (it holds what it holds); one that
+                // waits is set apart, to be told why it never starts.
+                let stray: Vec<(usize, String)> = stray
+                    .into_iter()
+                    .filter(|&(p, _)| snapshot.pods[p].node.is_none())
+                    .collect();
+                if !stray.is_empty() {
+                    pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
+                }
+                let min_member = group.map_or(1, |g| g.min_member);
+                // KAI's rule where the class is not declared: below 100 is preemptible; the group's
+                // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
+                let by_class = declared.map_or(priority < 100, |c| c.preemptible);
+                let preemptible = group
+                    .and_then(|g| g.preemptible)
+                    .or(first.preemptibility)
+                    .unwrap_or(by_class);
+                Job {
+                    key: format!("{namespace}/{name}"),
+                    // Pods on nodes outside the snapshot run; the rest of the gang needs fewer.
+                    min_member: min_member.saturating_sub(elsewhere.len() as u32),
+                    queue,
+                    priority,
+                    preemptible,
+                    unknown_priority_class: class
+                        .filter(|_| declared.is_none() && cluster_value.is_none())
+                        .map(str::to_string),
+                    created,
+                    pods,
+                    elsewhere,
+                    succeeded: group.map_or(0, |g| g.succeeded),
+                    staleness_grace: group.and_then(|g| g.staleness_grace),
+                    stale_since: group.and_then(|g| g.stale_since),
+                    last_start: group.and_then(|g| g.last_start),
+                    pod_group: group.is_some(),
+                    evicts_from: group.and_then(PodGroup::evicts_from),
+                    topology_required: group.and_then(|g| g.topology_required.clone()),
+                    topology: group.and_then(|g| g.topology.clone()),
+                    topology_preferred: group.and_then(|g| g.topology_preferred.clone()),
+                    gang,
+                    stray,
+                }
+            }),
+    );
 }
 
 /// A job's priority class, and the policy's declaration of it. A PodGroup object's
