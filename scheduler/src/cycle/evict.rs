@@ -15,10 +15,9 @@ use super::gang::PodState;
 use super::jobs::{request_of, room_of};
 use super::kai::{Quantities, Side, compare_keys, quantities};
 use super::placement::{Plan, try_place_gang};
-use super::state::{Freed, NodeRoom, Slot, same_place};
+use super::state::{NodeRoom, Slot, same_place};
 use crate::cluster::Time;
 use crate::decision::{Decision, EvictReason, Reason};
-use rustc_hash::FxHashMap;
 
 /// How long a running gang may stay below `minMember` before it is evicted whole (KAI's default
 /// `--default-staleness-grace-period`).
@@ -73,7 +72,7 @@ struct Step {
 
 /// What a later reclaim attempt needs to prove, without taking the units, that it would pass
 /// through this step as the recording attempt did ([`Context::follows_trail`]), and what room
-/// the step leaves on the nodes it changed ([`Context::peak_room`]).
+/// the step leaves on the nodes it changed ([`Trail::rooms`]).
 #[derive(Debug)]
 struct StepProof {
     /// The changes the step made to the queues' allocation after the unit left it and was
@@ -90,6 +89,15 @@ struct StepProof {
 const MAX_PROOF_HEADS: usize = 64;
 
 impl Trail {
+    /// The free room each of the first `units` steps left on the nodes it changed (none for a
+    /// step without its proof).
+    pub(crate) fn rooms(&self, units: usize) -> Vec<&[(usize, NodeRoom)]> {
+        self.steps[..units]
+            .iter()
+            .map(|s| s.proof.as_deref().map_or(&[][..], |p| &p.rooms[..]))
+            .collect()
+    }
+
     /// Whether it holds a step, with its proof, for each of the first `units` units.
     pub(crate) fn provable(&self, units: usize) -> bool {
         self.steps.len() >= units && self.steps[..units].iter().all(|s| s.proof.is_some())
@@ -718,21 +726,6 @@ impl Context<'_> {
         }
         self.used.replay(self.policy, &made, false);
         follows
-    }
-
-    /// The most room each node the first `units` steps of `trail` changed had after any of
-    /// them, beyond what it has now: as `trail` left it, no node ever had more.
-    pub(crate) fn peak_room(&self, trail: &Trail, units: usize) -> FxHashMap<usize, Freed> {
-        let mut peak: FxHashMap<usize, Freed> = FxHashMap::default();
-        let proofs = trail.steps[..units]
-            .iter()
-            .filter_map(|s| s.proof.as_deref());
-        for (n, room) in proofs.flat_map(|p| &p.rooms) {
-            peak.entry(*n)
-                .or_default()
-                .max_with(&self.state.room_above(*n, room));
-        }
-        peak
     }
 
     /// The init resources of the jobs allocate left waiting in `leaf` that come before `job`

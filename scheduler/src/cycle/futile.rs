@@ -17,9 +17,11 @@
 //! the queues' allocation, the heads of the victim's queue it judged the unit by, and the room
 //! it left on the nodes it changed. An attempt that judges each unit as that one did (going
 //! before the gang or not: `Context::follows_trail` brings the allocation, step by step, where
-//! it stood, and puts it back) passes through the very same states; if no node's most room over
-//! those states, beside every other node's room now, can hold the gang, it fails too, and is
-//! not run.
+//! it stood, and puts it back) passes through the very same states; if in none of those states
+//! the nodes' room (each node's as the latest step that changed it left it, the others' now)
+//! can hold the gang, it fails too, and is not run. Each state is bounded on its own: a node's
+//! most room over all of them would count the room of a victim placed again elsewhere twice,
+//! where it was and where it goes.
 
 use rustc_hash::FxHashMap;
 
@@ -28,7 +30,7 @@ use super::evict::Trail;
 use super::jobs::request_of;
 use super::kai::quantities;
 use super::reclaim::{WithinBySide, allows};
-use super::state::{ClusterState, Freed};
+use super::state::{ClusterState, Freed, NodeRoom};
 use crate::cluster::{Amounts, Pod, Snapshot};
 use kai_policy_compiler::quantity::ResourceKind;
 
@@ -93,13 +95,16 @@ pub(super) struct Bounds {
     freed: Option<RoomByNode>,
     /// Per pod shape, how many copies the nodes' room holds with the units' room freed.
     by_units: CopiesByShape,
-    /// By the kind of solver nodes (see `reclaim::Sequence::trails`): the trail's peak room by
-    /// node, and per pod shape how many copies it holds.
-    by_trail: [Option<(RoomByNode, CopiesByShape)>; 2],
+    /// By the kind of solver nodes (see `reclaim::Sequence::trails`): per pod shape, how many
+    /// copies the nodes' room holds after each of the trail's steps.
+    by_trail: [Option<CopiesByStep>; 2],
 }
 
-/// Room by node (what units free, or a trail's peak room).
+/// Room by node (what units free).
 type RoomByNode = FxHashMap<usize, Freed>;
+
+/// Per pod shape, how many copies the nodes' room holds after each step of a trail.
+type CopiesByStep = FxHashMap<Shape, Vec<u128>>;
 
 /// Per pod shape, how many copies the nodes' room holds.
 type CopiesByShape = FxHashMap<Shape, u128>;
@@ -123,6 +128,52 @@ fn gang_shapes(snapshot: &Snapshot, pending: &[usize]) -> Vec<(usize, u128)> {
         }
     }
     shapes
+}
+
+/// Whether, after each step of a trail, some shape of the gang's pods `pending` has more pods
+/// than copies of it fit the nodes' room then: `rooms` holds the free room each step left on
+/// the nodes it changed, the others keep their room now. `most` keeps the copies by shape and
+/// step, for the next gang. Bounding each step on its own, rather than each node by the most
+/// room it had at any step, counts the room a victim placed again elsewhere leaves once, not
+/// both where it was and where it goes.
+fn exceeds_at_every_step(
+    state: &ClusterState<'_>,
+    snapshot: &Snapshot,
+    pending: &[usize],
+    rooms: &[&[(usize, NodeRoom)]],
+    most: &mut CopiesByStep,
+    room: &mut RoomByShape,
+) -> bool {
+    let by_step = |room: &mut RoomByShape, pod: &Pod| {
+        let now = room.count(state, pod);
+        let mut total = now.total;
+        // The copies each node changed so far holds.
+        let mut then: FxHashMap<usize, u64> = FxHashMap::default();
+        rooms
+            .iter()
+            .map(|step| {
+                for (n, after) in *step {
+                    let copies = state.most_pods_in(*n, pod, after);
+                    let before = then.insert(*n, copies).unwrap_or(now.per_node[*n]);
+                    total = total - u128::from(before) + u128::from(copies);
+                }
+                total
+            })
+            .collect::<Vec<u128>>()
+    };
+    let shapes = gang_shapes(snapshot, pending);
+    for &(p, _) in &shapes {
+        let pod = &snapshot.pods[p];
+        let kept = most.entry(shape(pod)).or_insert_with(|| by_step(room, pod));
+        if cfg!(debug_assertions) {
+            assert_eq!(*kept, by_step(room, pod), "the nodes' room has changed");
+        }
+    }
+    (0..rooms.len()).all(|step| {
+        shapes
+            .iter()
+            .any(|&(p, count)| most[&shape(&snapshot.pods[p])][step] < count)
+    })
 }
 
 impl Context<'_> {
@@ -163,16 +214,9 @@ impl Context<'_> {
         let freed = bounds.freed.get_or_insert_with(|| self.freed_by(units));
         let by_units = self.gang_exceeds(pending, freed, &mut bounds.by_units, &mut room);
         let by_trail = !by_units && trail.provable(units.len()) && {
-            let (peak, most) = bounds.by_trail[limited]
-                .get_or_insert_with(|| (self.peak_room(trail, units.len()), FxHashMap::default()));
-            if cfg!(debug_assertions) {
-                assert_eq!(
-                    &*peak,
-                    &self.peak_room(trail, units.len()),
-                    "the trail has changed"
-                );
-            }
-            self.gang_exceeds(pending, peak, most, &mut room)
+            let most = bounds.by_trail[limited].get_or_insert_with(FxHashMap::default);
+            let rooms = trail.rooms(units.len());
+            exceeds_at_every_step(self.state, self.snapshot, pending, &rooms, most, &mut room)
         };
         self.room_by_shape = room;
         (by_units || by_trail)
@@ -280,5 +324,69 @@ impl Context<'_> {
             }
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Node;
+    use crate::cycle::state::DEVICE;
+
+    /// Two one-GPU nodes: `a` runs a one-GPU victim, `b` is free; a gang of two one-GPU pods
+    /// waits. A trail's one step takes the victim off `a` and places it again on `b`: after it
+    /// one GPU is free, on `a`, and the gang cannot fit. The most room each node had (`a`'s
+    /// after the step, `b`'s before it) would hold the gang: only bounding the step on its own
+    /// proves the attempt futile.
+    #[test]
+    fn a_victim_placed_again_elsewhere_frees_its_room_once() {
+        let node = |name: &str| Node {
+            name: name.to_string(),
+            allocatable: Amounts {
+                gpu: DEVICE,
+                cpu: 8_000,
+                memory: 1 << 40,
+            },
+            ..Default::default()
+        };
+        let pod = |name: &str, node: Option<&str>| Pod {
+            namespace: "ns".into(),
+            name: name.into(),
+            request: Amounts {
+                gpu: DEVICE,
+                cpu: 1_000,
+                memory: 1 << 30,
+            },
+            node: node.map(str::to_string),
+            ..Default::default()
+        };
+        let cluster = |victim: Option<&str>| Snapshot {
+            nodes: vec![node("a"), node("b")],
+            pods: vec![pod("victim", victim), pod("g-0", None), pod("g-1", None)],
+            ..Default::default()
+        };
+        let now = cluster(Some("a"));
+        let (state, _) = ClusterState::new(&now);
+        let moved = cluster(Some("b"));
+        let after = ClusterState::new(&moved).0;
+        let gang = [1, 2];
+        let exceeds = |rooms: &[&[(usize, NodeRoom)]]| {
+            exceeds_at_every_step(
+                &state,
+                &now,
+                &gang,
+                rooms,
+                &mut FxHashMap::default(),
+                &mut RoomByShape::default(),
+            )
+        };
+        let step = [(0, after.node_room(0)), (1, after.node_room(1))];
+        assert!(exceeds(&[&step]));
+        // The most room each node had: `a` after the step, `b` now.
+        let copies = state.most_pods_in(0, &now.pods[1], &after.node_room(0))
+            + state.most_pods(1, &now.pods[1], None);
+        assert_eq!(copies, 2, "the most room of each node would hold the gang");
+        // With the victim gone for good, the gang fits after the step.
+        assert!(!exceeds(&[&step[..1]]));
     }
 }

@@ -50,19 +50,6 @@ pub(crate) struct NodeRoom {
 }
 
 impl Freed {
-    /// Keeps the larger of its amount and `other`'s in each thing.
-    pub fn max_with(&mut self, other: &Freed) {
-        let (a, b) = (&mut self.amounts, &other.amounts);
-        (a.cpu, a.memory, a.gpu) = (a.cpu.max(b.cpu), a.memory.max(b.memory), a.gpu.max(b.gpu));
-        self.pods = self.pods.max(other.pods);
-        if self.devices.len() < other.devices.len() {
-            self.devices.resize(other.devices.len(), 0);
-        }
-        for (mine, &theirs) in self.devices.iter_mut().zip(&other.devices) {
-            *mine = (*mine).max(theirs);
-        }
-    }
-
     /// Adds a pod on `slot` of a node with `devices` GPU devices.
     pub fn add(&mut self, slot: &Slot, pod: &Pod, devices: usize) {
         self.amounts = add(self.amounts, pod.request, 1);
@@ -827,27 +814,49 @@ impl<'s> ClusterState<'s> {
     /// only CPU, memory, GPU devices and pod slots, each of which every placement needs: a bound
     /// from above on what placement can find there, to prove a gang cannot fit.
     pub fn most_pods(&self, node: usize, pod: &Pod, freed: Option<&Freed>) -> u64 {
-        if !self.schedulable[node] {
-            return 0;
-        }
         let n = &self.nodes[node];
         let none = Freed::default();
         let freed = freed.unwrap_or(&none);
+        let slots = match n.pod_slots {
+            i64::MAX => i64::MAX,
+            left => left + freed.pods,
+        };
+        self.copies(node, pod, add(n.free, freed.amounts, 1), slots, |d| {
+            n.devices[d] + freed.devices.get(d).copied().unwrap_or(0)
+        })
+    }
+
+    /// [`Self::most_pods`] with the node's free room `room` (its room at some other time).
+    pub(crate) fn most_pods_in(&self, node: usize, pod: &Pod, room: &NodeRoom) -> u64 {
+        self.copies(node, pod, room.free, room.pod_slots, |d| room.devices[d])
+    }
+
+    /// How many copies of `pod` fit a node with `free` amounts, `slots` pod slots left
+    /// (`i64::MAX`: no limit) and `device(d)` free on each GPU device.
+    fn copies(
+        &self,
+        node: usize,
+        pod: &Pod,
+        free: Amounts,
+        slots: i64,
+        device: impl Fn(usize) -> i64,
+    ) -> u64 {
+        if !self.schedulable[node] {
+            return 0;
+        }
         let copies = |free: i64, asks: i64| match asks {
             ..=0 => u64::MAX,
             _ => (free.max(0) / asks) as u64,
         };
-        let free = add(n.free, freed.amounts, 1);
-        let slots = match n.pod_slots {
+        let slots = match slots {
             i64::MAX => u64::MAX,
-            left => (left + freed.pods).max(0) as u64,
+            left => left.max(0) as u64,
         };
         let mut most = slots
             .min(copies(free.cpu, pod.request.cpu))
             .min(copies(free.memory, pod.request.memory));
         if pod.request.gpu > 0 {
-            let device = |d: usize| n.devices[d] + freed.devices.get(d).copied().unwrap_or(0);
-            let devices = 0..n.devices.len();
+            let devices = 0..self.nodes[node].devices.len();
             most = most.min(if pod.fractional {
                 let share = pod.share_per_device();
                 let shares =
@@ -880,30 +889,6 @@ impl<'s> ClusterState<'s> {
             free: n.free,
             devices: n.devices.clone(),
             pod_slots: n.pod_slots,
-        }
-    }
-
-    /// How much more `room` (the node's at some other time) has free than the node has now, in
-    /// each thing [`Self::most_pods`] counts (nothing where it has less).
-    pub(crate) fn room_above(&self, node: usize, room: &NodeRoom) -> Freed {
-        let n = &self.nodes[node];
-        let above = |then: i64, now: i64| (then - now).max(0);
-        Freed {
-            amounts: Amounts {
-                cpu: above(room.free.cpu, n.free.cpu),
-                memory: above(room.free.memory, n.free.memory),
-                gpu: above(room.free.gpu, n.free.gpu),
-            },
-            devices: room
-                .devices
-                .iter()
-                .zip(&n.devices)
-                .map(|(&then, &now)| above(then, now))
-                .collect(),
-            pods: match n.pod_slots {
-                i64::MAX => 0,
-                now => above(room.pod_slots, now),
-            },
         }
     }
 
