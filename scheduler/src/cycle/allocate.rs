@@ -430,7 +430,7 @@ impl Context<'_> {
                 continue;
             }
             if let Err(reason) = &job.queue {
-                self.pending_decision(j, reason.clone());
+                self.pending_decision(j, Reason::clone(reason));
                 continue;
             }
             if let Some(name) = &job.unknown_priority_class {

@@ -183,8 +183,6 @@ impl FailedJobs {
             (Some(pa), Some(pb)) => {
                 cx.snapshot.pods[pa].constraints == cx.snapshot.pods[pb].constraints
                     && ja.topology == jb.topology
-                    && ja.topology_required == jb.topology_required
-                    && ja.topology_preferred == jb.topology_preferred
             }
             _ => false,
         }

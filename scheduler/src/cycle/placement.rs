@@ -76,10 +76,12 @@ impl<'p> Plan<'p> {
     /// or top owner) in place of the placement's where it sets one.
     pub fn for_job(policy: &'p Policy, queue: usize, job: &'p Job, wants_gpu: bool) -> Self {
         let mut plan = Plan::for_queue(policy, queue, wants_gpu);
-        if job.topology_required.is_some() || job.topology_preferred.is_some() {
-            plan.topology = job.topology.as_deref();
-            plan.required = job.topology_required.as_deref();
-            plan.preferred = job.topology_preferred.as_deref();
+        if let Some(t) = job.topology.as_deref()
+            && (t.required.is_some() || t.preferred.is_some())
+        {
+            plan.topology = t.topology.as_deref();
+            plan.required = t.required.as_deref();
+            plan.preferred = t.preferred.as_deref();
         }
         plan.gang = job.gang.as_deref();
         plan.job_pods = &job.pods;
