@@ -214,17 +214,13 @@ impl QueueUse {
         if let Some(recorded) = &mut self.recorded {
             recorded.push(UseChange::new(leaf, amounts, preemptible, sign));
         }
-        // A queue's ancestors are noted with it.
-        let mut at = Some(leaf);
-        while let Some(q) = at
-            && !self.is_touched[q]
-        {
-            self.is_touched[q] = true;
-            self.touched.push((q, self.all[q]));
-            at = policy.queues[q].parent;
-        }
         let mut at = Some(leaf);
         while let Some(q) = at {
+            // Noted with what it held before its first change since the mark.
+            if !self.is_touched[q] {
+                self.is_touched[q] = true;
+                self.touched.push((q, self.all[q]));
+            }
             for kind in ResourceKind::ALL {
                 *self.all[q].get_mut(kind) += sign * amounts.get(kind);
                 if !preemptible {
