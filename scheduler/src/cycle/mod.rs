@@ -290,8 +290,8 @@ impl Actions {
 
 /// A cycle's jobs, the nodes' room with each bound pod's slot, and what each queue's running
 /// pods hold. Grouping pods into jobs and rebuilding the room read the snapshot only: with
-/// `parallel`, the room is rebuilt (and the pod group objects indexed by name) while the pods
-/// are sorted into their jobs' runs, then each half of the jobs is built, and charged to its
+/// `parallel`, the room is rebuilt while the pods are sorted into their jobs' runs and the pod
+/// group objects indexed by name, then each half of the jobs is built, and charged to its
 /// queues, on its own thread. The result is the same either way.
 #[allow(clippy::type_complexity)]
 fn prepare<'s>(
@@ -307,8 +307,10 @@ fn prepare<'s>(
         let ((state, slots), objects, mut first) = std::thread::scope(|scope| {
             let room = scope.spawn(|| state::ClusterState::new(snapshot));
             let runs = jobs::group(snapshot);
-            // Rebuilding the room takes longer than sorting the runs (28-38 ms against 22-27
-            // at 4,000 nodes): the objects' index is built on this side.
+            // The objects' index is built on this side: rebuilding the room took longer than
+            // sorting the runs (28-38 ms against 22-27 at 4,000 nodes). The two now take about
+            // as long (18-25 and 21-26 ms), and building the index on whichever side finishes
+            // first measured no faster (docs/performance.md, stop 48).
             let objects = jobs::objects(snapshot);
             let room = room
                 .join()
