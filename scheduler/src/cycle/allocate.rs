@@ -407,7 +407,7 @@ impl Context<'_> {
             .map(|&p| self.snapshot.pods[p].key())
             .collect();
         self.decisions.push(Decision::Pending {
-            job: self.jobs[job].key.clone(),
+            job: self.jobs[job].key(self.snapshot),
             pods,
             reason,
         });
@@ -612,6 +612,10 @@ impl Context<'_> {
     /// Says, once per cycle, why a job's pods that name a sub-group it lacks never start.
     fn tell_stray(&mut self, job: usize) {
         let j = &self.jobs[job];
+        if j.stray.is_empty() {
+            return;
+        }
+        let key = j.key(self.snapshot);
         let mut by_name: Vec<(&str, Vec<String>)> = Vec::new();
         for (p, name) in &j.stray {
             let pod = self.snapshot.pods[*p].key();
@@ -623,11 +627,11 @@ impl Context<'_> {
         let decisions: Vec<Decision> = by_name
             .into_iter()
             .map(|(name, pods)| Decision::Pending {
-                job: j.key.clone(),
+                job: key.clone(),
                 pods,
                 reason: Reason::UnknownSubGroup {
                     subgroup: name.to_string(),
-                    group: j.key.clone(),
+                    group: key.clone(),
                 },
             })
             .collect();

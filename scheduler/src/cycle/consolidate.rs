@@ -147,7 +147,7 @@ impl Context<'_> {
                 self.unplace(&early, &early_to);
                 continue;
             };
-            let for_job = self.jobs[job].key.clone();
+            let for_job = self.jobs[job].key(self.snapshot);
             let moves = early
                 .into_iter()
                 .zip(early_to)

@@ -417,7 +417,7 @@ impl Context<'_> {
         if candidates.is_empty() || pending.is_empty() {
             return false;
         }
-        let for_job = self.jobs[job].key.clone();
+        let for_job = self.jobs[job].key(self.snapshot);
         let priority = self.jobs[job].priority;
         // One reason per victim priority, shared by its victims.
         let mut reasons: Vec<(i32, Rc<EvictReason>)> = Vec::new();
@@ -1089,7 +1089,7 @@ impl Context<'_> {
                 }
                 return false;
             }
-            let for_job = self.jobs[job].key.clone();
+            let for_job = self.jobs[job].key(self.snapshot);
             for (v, from, to) in &moved {
                 for ((p, from), (_, to)) in from.iter().zip(to) {
                     self.running_pods.set_early(*p, false);
@@ -1867,13 +1867,13 @@ impl Context<'_> {
             let stale = job.succeeded == 0 && self.stale(j);
             if !stale {
                 if job.stale_since.is_some() {
-                    marks.push((job.key.clone(), None));
+                    marks.push((job.key(self.snapshot), None));
                 }
                 continue;
             }
             let since = job.stale_since.unwrap_or(self.now);
             if job.stale_since.is_none() {
-                marks.push((job.key.clone(), Some(since)));
+                marks.push((job.key(self.snapshot), Some(since)));
             }
             let grace = job
                 .staleness_grace

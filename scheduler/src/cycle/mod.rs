@@ -514,7 +514,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
             .collect()
     };
     for (job, reason) in withdrawn {
-        if ctx.waits(job) && !said.contains(&jobs[job].key) {
+        if ctx.waits(job) && !said.contains(&jobs[job].key(ctx.snapshot)) {
             ctx.pending_decision(job, reason);
         }
     }
@@ -524,7 +524,7 @@ pub fn run_actions(cycle: &Cycle, actions: Actions) -> CycleResult {
         let mut keys: Vec<String> = jobs_marked
             .iter()
             .filter(|&&j| jobs[j].pod_group)
-            .map(|&j| jobs[j].key.clone())
+            .map(|&j| jobs[j].key(ctx.snapshot))
             .collect();
         keys.sort();
         keys.dedup();

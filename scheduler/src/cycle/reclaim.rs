@@ -340,7 +340,7 @@ impl Context<'_> {
         // What the attempt keeps as it runs, made only now: most attempts are proven futile
         // above, and these are a few vectors as long as the queues.
         let need = room_of(self.snapshot, &pending);
-        let for_job = self.jobs[job].key.clone();
+        let for_job = self.jobs[job].key(self.snapshot);
         let by_queue = self.policy.queues[leaf].name.clone();
         let mut excluded: Vec<usize> = Vec::new();
         let mut heads = Heads::new(self.policy.queues.len());

@@ -2275,7 +2275,7 @@ fn preparing_on_two_threads_gives_what_one_thread_gives() {
     // Of two objects with one name, the later one counts.
     let twin = &s.snapshot.groups[s.snapshot.groups.len() - 2];
     let key = format!("{}/{}", twin.namespace, twin.name);
-    let job = jobs.iter().find(|j| j.key == key).unwrap();
+    let job = jobs.iter().find(|j| j.key(&s.snapshot) == key).unwrap();
     assert_eq!(job.min_member, 2);
     let (jobs_2, (state_2, slots_2), used_2) = prepare(&s.snapshot, &s.policy, true);
     assert_eq!(format!("{jobs_2:?}"), format!("{jobs:?}"));
