@@ -9,6 +9,7 @@ use kai_policy_compiler::model::{Policy, PriorityClass};
 use super::gang::Gang;
 use crate::cluster::{Amounts, Pod, PodGroup, Snapshot, Time};
 use crate::decision::Reason;
+use crate::prefetch;
 
 /// A gang: the pods of one pod group (or one pod without a group), placed all or none.
 #[derive(Debug, Clone)]
@@ -234,17 +235,46 @@ pub(crate) fn build(
     // there, fewer when each comes amid the rest of a job's making.
     let found: Vec<Option<usize>> = by_key
         .iter()
-        .map(|&((namespace, name, grouped), _)| {
+        .enumerate()
+        .map(|(i, &((namespace, name, grouped), _))| {
+            if let Some(&((namespace, name, _), _)) = by_key.get(i + prefetch::AHEAD) {
+                prefetch::text(namespace);
+                prefetch::text(name);
+            }
             grouped
                 .then(|| objects.get(&(namespace, name)).copied())
                 .flatten()
         })
         .collect();
+    // Each job's first pod and PodGroup object are asked for two steps ahead, the strings
+    // they point to one step ahead (once the pointers have arrived).
+    let firsts: Vec<usize> = by_key.iter().map(|(_, all)| all[0]).collect();
+    let ask = |i: usize| {
+        let pod = &snapshot.pods[*firsts.get(i)?];
+        Some((pod, found[i].map(|g| &snapshot.groups[g])))
+    };
     into.extend(
         by_key
             .into_iter()
-            .zip(found)
-            .map(|(((namespace, name, _), all), g)| {
+            .enumerate()
+            .map(|(i, ((namespace, name, _), all))| {
+                if let Some((pod, group)) = ask(i + 2 * prefetch::AHEAD) {
+                    prefetch::value(pod);
+                    if let Some(g) = group {
+                        prefetch::value(g);
+                    }
+                }
+                if let Some((pod, group)) = ask(i + prefetch::AHEAD) {
+                    prefetch::some_text(&pod.queue);
+                    prefetch::some_text(&pod.priority_class);
+                    prefetch::some_text(&pod.priority_label);
+                    if let Some(g) = group {
+                        prefetch::some_text(&g.queue);
+                        prefetch::some_text(&g.priority_class);
+                        prefetch::some_text(&g.kind_priority);
+                    }
+                }
+                let g = found[i];
                 let group = g.map(|g| &snapshot.groups[g]);
                 let all_first = all[0];
                 let first = &snapshot.pods[all_first];
