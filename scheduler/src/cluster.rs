@@ -507,7 +507,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Each node's index, by name.
-    pub fn node_index(&self) -> std::collections::HashMap<&str, usize> {
+    pub fn node_index(&self) -> rustc_hash::FxHashMap<&str, usize> {
         self.nodes
             .iter()
             .enumerate()

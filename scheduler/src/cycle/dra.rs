@@ -674,7 +674,7 @@ pub(super) struct Gathered {
 /// replacing it); it is invalid when a device name appears twice in it.
 pub(super) fn gather(
     slices: &[crate::dra::ResourceSlice],
-    nodes: &HashMap<&str, usize>,
+    nodes: &rustc_hash::FxHashMap<&str, usize>,
     all: &[crate::cluster::Node],
 ) -> Gathered {
     use std::collections::BTreeMap;

@@ -572,7 +572,7 @@ fn a_pool_over_several_nodes_counts_its_slices_everywhere() {
         at("new-n2", Some("n2"), 2),
         at("new-any", None, 2),
     ];
-    let nodes: std::collections::HashMap<&str, usize> = [("n1", 0), ("n2", 1)].into();
+    let nodes: rustc_hash::FxHashMap<&str, usize> = [("n1", 0), ("n2", 1)].into_iter().collect();
     let got = super::dra::gather(&slices, &nodes, &[node("n1", 0), node("n2", 0)]);
     // n1's generation 1 is obsolete: listed (a claim holding its device keeps it) but unusable,
     // with no complaint; n2's one slice of generation 2 and the slice for no node make two.

@@ -246,131 +246,129 @@ pub(crate) fn build(
                 .flatten()
         })
         .collect();
-    // Each job's first pod and PodGroup object are asked for two steps ahead, the strings
-    // they point to one step ahead (once the pointers have arrived).
-    let firsts: Vec<usize> = by_key.iter().map(|(_, all)| all[0]).collect();
-    let ask = |i: usize| {
-        let pod = &snapshot.pods[*firsts.get(i)?];
-        Some((pod, found[i].map(|g| &snapshot.groups[g])))
-    };
-    into.extend(
-        by_key
+    // Each job's first pod, PodGroup object and pods' slots are asked for two steps ahead,
+    // the strings the pod and object point to one step ahead (once the pointers have arrived).
+    let mut runs = by_key;
+    let count = runs.len();
+    into.extend((0..count).map(|i| {
+        let ask = |i: usize| {
+            let (_, pods) = runs.get(i)?;
+            Some((pods, found[i].map(|g| &snapshot.groups[g])))
+        };
+        if let Some((pods, group)) = ask(i + 2 * prefetch::AHEAD) {
+            prefetch::value(&snapshot.pods[pods[0]]);
+            for &p in pods {
+                prefetch::value(&slots[p]);
+            }
+            if let Some(g) = group {
+                prefetch::value(g);
+            }
+        }
+        if let Some((pods, group)) = ask(i + prefetch::AHEAD) {
+            let pod = &snapshot.pods[pods[0]];
+            prefetch::some_text(&pod.queue);
+            prefetch::some_text(&pod.priority_class);
+            prefetch::some_text(&pod.priority_label);
+            if let Some(g) = group {
+                prefetch::some_text(&g.queue);
+                prefetch::some_text(&g.priority_class);
+                prefetch::some_text(&g.kind_priority);
+            }
+        }
+        let ((namespace, name, _), all) = (runs[i].0, std::mem::take(&mut runs[i].1));
+        let g = found[i];
+        let group = g.map(|g| &snapshot.groups[g]);
+        let all_first = all[0];
+        let first = &snapshot.pods[all_first];
+        let named_queue = group
+            .and_then(|g| g.queue.as_deref())
+            .or(first.queue.as_deref());
+        let queue = resolve_queue(policy, &names, namespace, named_queue);
+        let (class, declared) =
+            priority_class(policy, &snapshot.priority_classes, group, first, &queue);
+        // A class the policy does not declare takes the cluster's value, as KAI takes it.
+        let cluster_value = class
+            .filter(|_| declared.is_none())
+            .and_then(|c| snapshot.priority_classes.get(c).copied());
+        let priority = declared.map_or(cluster_value.unwrap_or(0), |c| c.value);
+        let created = match group {
+            Some(g) if g.kind_priority.is_none() => g.created,
+            _ => all
+                .iter()
+                .map(|&p| snapshot.pods[p].created)
+                .min()
+                .unwrap_or(0),
+        };
+        // A pod bound to a node of the snapshot has its slot there.
+        let off_snapshot = |&p: &usize| slots[p].is_none() && snapshot.pods[p].node.is_some();
+        // Almost every job has all its pods on known nodes: no second vector then.
+        let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) = if all.iter().any(off_snapshot) {
+            all.into_iter().partition(off_snapshot)
+        } else {
+            (Vec::new(), all)
+        };
+        let (gang, stray) = match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
+            Some((gang, stray)) => (Some(Box::new(gang)), stray),
+            None => (None, Vec::new()),
+        };
+        // A stray pod that runs stays with its job (it holds what it holds); one that
+        // waits is set apart, to be told why it never starts.
+        let stray: Vec<(usize, String)> = stray
             .into_iter()
-            .enumerate()
-            .map(|(i, ((namespace, name, _), all))| {
-                if let Some((pod, group)) = ask(i + 2 * prefetch::AHEAD) {
-                    prefetch::value(pod);
-                    if let Some(g) = group {
-                        prefetch::value(g);
-                    }
-                }
-                if let Some((pod, group)) = ask(i + prefetch::AHEAD) {
-                    prefetch::some_text(&pod.queue);
-                    prefetch::some_text(&pod.priority_class);
-                    prefetch::some_text(&pod.priority_label);
-                    if let Some(g) = group {
-                        prefetch::some_text(&g.queue);
-                        prefetch::some_text(&g.priority_class);
-                        prefetch::some_text(&g.kind_priority);
-                    }
-                }
-                let g = found[i];
-                let group = g.map(|g| &snapshot.groups[g]);
-                let all_first = all[0];
-                let first = &snapshot.pods[all_first];
-                let named_queue = group
-                    .and_then(|g| g.queue.as_deref())
-                    .or(first.queue.as_deref());
-                let queue = resolve_queue(policy, &names, namespace, named_queue);
-                let (class, declared) =
-                    priority_class(policy, &snapshot.priority_classes, group, first, &queue);
-                // A class the policy does not declare takes the cluster's value, as KAI takes it.
-                let cluster_value = class
-                    .filter(|_| declared.is_none())
-                    .and_then(|c| snapshot.priority_classes.get(c).copied());
-                let priority = declared.map_or(cluster_value.unwrap_or(0), |c| c.value);
-                let created = match group {
-                    Some(g) if g.kind_priority.is_none() => g.created,
-                    _ => all
-                        .iter()
-                        .map(|&p| snapshot.pods[p].created)
-                        .min()
-                        .unwrap_or(0),
-                };
-                // A pod bound to a node of the snapshot has its slot there.
-                let off_snapshot =
-                    |&p: &usize| slots[p].is_none() && snapshot.pods[p].node.is_some();
-                // Almost every job has all its pods on known nodes: no second vector then.
-                let (elsewhere, mut pods): (Vec<usize>, Vec<usize>) =
-                    if all.iter().any(off_snapshot) {
-                        all.into_iter().partition(off_snapshot)
-                    } else {
-                        (Vec::new(), all)
-                    };
-                let (gang, stray) =
-                    match group.and_then(|g| Gang::build(g, snapshot, &pods, &elsewhere)) {
-                        Some((gang, stray)) => (Some(Box::new(gang)), stray),
-                        None => (None, Vec::new()),
-                    };
-                // A stray pod that runs stays with its job (it holds what it holds); one that
-                // waits is set apart, to be told why it never starts.
-                let stray: Vec<(usize, String)> = stray
-                    .into_iter()
-                    .filter(|&(p, _)| snapshot.pods[p].node.is_none())
-                    .collect();
-                if !stray.is_empty() {
-                    pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
-                }
-                let min_member = group.map_or(1, |g| g.min_member);
-                // KAI's rule where the class is not declared: below 100 is preemptible; the group's
-                // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
-                let by_class = declared.map_or(priority < 100, |c| c.preemptible);
-                let preemptible = group
-                    .and_then(|g| g.preemptible)
-                    .or(first.preemptibility)
-                    .unwrap_or(by_class);
-                debug_assert_eq!(
-                    (namespace, name),
-                    job_name(first),
-                    "a job is named by its first pod"
-                );
-                Job {
-                    named_by: all_first,
-                    // Pods on nodes outside the snapshot run; the rest of the gang needs fewer.
-                    min_member: min_member.saturating_sub(elsewhere.len() as u32),
-                    queue: queue.map_err(Box::new),
-                    priority,
-                    preemptible,
-                    unknown_priority_class: class
-                        .filter(|_| declared.is_none() && cluster_value.is_none())
-                        .map(str::to_string),
-                    created,
-                    pods,
-                    elsewhere,
-                    succeeded: group.map_or(0, |g| g.succeeded),
-                    staleness_grace: group.and_then(|g| g.staleness_grace),
-                    stale_since: group.and_then(|g| g.stale_since),
-                    last_start: group.and_then(|g| g.last_start),
-                    pod_group: group.is_some(),
-                    evicts_from: group.and_then(PodGroup::evicts_from),
-                    topology: group
-                        .filter(|g| {
-                            g.topology.is_some()
-                                || g.topology_required.is_some()
-                                || g.topology_preferred.is_some()
-                        })
-                        .map(|g| {
-                            Box::new(JobTopology {
-                                required: g.topology_required.clone(),
-                                topology: g.topology.clone(),
-                                preferred: g.topology_preferred.clone(),
-                            })
-                        }),
-                    gang,
-                    stray,
-                }
-            }),
-    );
+            .filter(|&(p, _)| snapshot.pods[p].node.is_none())
+            .collect();
+        if !stray.is_empty() {
+            pods.retain(|p| !stray.iter().any(|(s, _)| s == p));
+        }
+        let min_member = group.map_or(1, |g| g.min_member);
+        // KAI's rule where the class is not declared: below 100 is preemptible; the group's
+        // `spec.preemptibility`, then the `kai.scheduler/preemptibility` label, override it.
+        let by_class = declared.map_or(priority < 100, |c| c.preemptible);
+        let preemptible = group
+            .and_then(|g| g.preemptible)
+            .or(first.preemptibility)
+            .unwrap_or(by_class);
+        debug_assert_eq!(
+            (namespace, name),
+            job_name(first),
+            "a job is named by its first pod"
+        );
+        Job {
+            named_by: all_first,
+            // Pods on nodes outside the snapshot run; the rest of the gang needs fewer.
+            min_member: min_member.saturating_sub(elsewhere.len() as u32),
+            queue: queue.map_err(Box::new),
+            priority,
+            preemptible,
+            unknown_priority_class: class
+                .filter(|_| declared.is_none() && cluster_value.is_none())
+                .map(str::to_string),
+            created,
+            pods,
+            elsewhere,
+            succeeded: group.map_or(0, |g| g.succeeded),
+            staleness_grace: group.and_then(|g| g.staleness_grace),
+            stale_since: group.and_then(|g| g.stale_since),
+            last_start: group.and_then(|g| g.last_start),
+            pod_group: group.is_some(),
+            evicts_from: group.and_then(PodGroup::evicts_from),
+            topology: group
+                .filter(|g| {
+                    g.topology.is_some()
+                        || g.topology_required.is_some()
+                        || g.topology_preferred.is_some()
+                })
+                .map(|g| {
+                    Box::new(JobTopology {
+                        required: g.topology_required.clone(),
+                        topology: g.topology.clone(),
+                        preferred: g.topology_preferred.clone(),
+                    })
+                }),
+            gang,
+            stray,
+        }
+    }));
 }
 
 /// A job's priority class, and the policy's declaration of it. A PodGroup object's

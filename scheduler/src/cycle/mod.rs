@@ -353,7 +353,15 @@ fn charged(
     slots: &[Option<state::Slot>],
 ) -> QueueUse {
     let mut used = QueueUse::new(policy.queues.len());
-    for job in jobs {
+    for (i, job) in jobs.iter().enumerate() {
+        // The pods and slots were read when the jobs were made, too long ago to be in cache.
+        for &p in jobs
+            .get(i + crate::prefetch::AHEAD)
+            .map_or(&[][..], |j| &j.pods)
+        {
+            crate::prefetch::value(&snapshot.pods[p]);
+            crate::prefetch::value(&slots[p]);
+        }
         let Ok(q) = job.queue else { continue };
         let running = job
             .pods
