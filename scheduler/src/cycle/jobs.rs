@@ -246,35 +246,10 @@ pub(crate) fn build(
                 .flatten()
         })
         .collect();
-    // Each job's first pod, PodGroup object and pods' slots are asked for two steps ahead,
-    // the strings the pod and object point to one step ahead (once the pointers have arrived).
     let mut runs = by_key;
     let count = runs.len();
     into.extend((0..count).map(|i| {
-        let ask = |i: usize| {
-            let (_, pods) = runs.get(i)?;
-            Some((pods, found[i].map(|g| &snapshot.groups[g])))
-        };
-        if let Some((pods, group)) = ask(i + 2 * prefetch::AHEAD) {
-            prefetch::value(&snapshot.pods[pods[0]]);
-            for &p in pods {
-                prefetch::value(&slots[p]);
-            }
-            if let Some(g) = group {
-                prefetch::value(g);
-            }
-        }
-        if let Some((pods, group)) = ask(i + prefetch::AHEAD) {
-            let pod = &snapshot.pods[pods[0]];
-            prefetch::some_text(&pod.queue);
-            prefetch::some_text(&pod.priority_class);
-            prefetch::some_text(&pod.priority_label);
-            if let Some(g) = group {
-                prefetch::some_text(&g.queue);
-                prefetch::some_text(&g.priority_class);
-                prefetch::some_text(&g.kind_priority);
-            }
-        }
+        ask_ahead(snapshot, slots, &runs, &found, i);
         let ((namespace, name, _), all) = (runs[i].0, std::mem::take(&mut runs[i].1));
         let g = found[i];
         let group = g.map(|g| &snapshot.groups[g]);
@@ -369,6 +344,43 @@ pub(crate) fn build(
             stray,
         }
     }));
+}
+
+/// Asks for the memory [`build`] reads to make the jobs after the `i`th of `runs` (whose
+/// objects are `found`): the first pod, the PodGroup object and the pods' slots of the job two
+/// steps ahead, and the strings the pod and object point to one step ahead, whose pointers
+/// have arrived by then.
+fn ask_ahead(
+    snapshot: &Snapshot,
+    slots: &[Option<super::state::Slot>],
+    runs: &[(JobKey<'_>, Vec<usize>)],
+    found: &[Option<usize>],
+    i: usize,
+) {
+    let ask = |i: usize| {
+        let (_, pods) = runs.get(i)?;
+        Some((pods, found[i].map(|g| &snapshot.groups[g])))
+    };
+    if let Some((pods, group)) = ask(i + 2 * prefetch::AHEAD) {
+        prefetch::value(&snapshot.pods[pods[0]]);
+        for &p in pods {
+            prefetch::value(&slots[p]);
+        }
+        if let Some(g) = group {
+            prefetch::value(g);
+        }
+    }
+    if let Some((pods, group)) = ask(i + prefetch::AHEAD) {
+        let pod = &snapshot.pods[pods[0]];
+        prefetch::some_text(&pod.queue);
+        prefetch::some_text(&pod.priority_class);
+        prefetch::some_text(&pod.priority_label);
+        if let Some(g) = group {
+            prefetch::some_text(&g.queue);
+            prefetch::some_text(&g.priority_class);
+            prefetch::some_text(&g.kind_priority);
+        }
+    }
 }
 
 /// A job's priority class, and the policy's declaration of it. A PodGroup object's
