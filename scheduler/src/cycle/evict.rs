@@ -1863,7 +1863,6 @@ impl Context<'_> {
         let mut marks = Vec::new();
         for j in 0..self.jobs.len() {
             let job = &self.jobs[j];
-            let active = self.active_count(j) as u32;
             let stale = job.succeeded == 0 && self.stale(j);
             if !stale {
                 if job.stale_since.is_some() {
@@ -1886,7 +1885,7 @@ impl Context<'_> {
             // job: those moved in this cycle (`Pipelined`) too, and any placed in it.
             let running: Vec<usize> = self.running(j);
             let reason = EvictReason::StaleGang {
-                running: active,
+                running: self.active_count(j) as u32,
                 min_member: job.gang.as_ref().map_or(job.min_member, |g| g.min_pods()),
                 for_seconds: below_for,
             };
