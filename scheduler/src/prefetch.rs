@@ -1,10 +1,10 @@
 //! Prefetch hints for the cycle's passes over a large snapshot.
 //!
-//! Making a job reads its first pod, its PodGroup object and a few of their strings, each a
-//! separate heap allocation, in an order unrelated to where they lie: at 4,000 nodes that is a
-//! cache miss or more per read, and the processor overlaps few of them by itself. Asking for
-//! the memory of the job a few places ahead lets the misses overlap: `prepare` went from 62.7
-//! to about 51 ms (docs/performance.md, "Stop 49"). This is the crate's one use of `unsafe`.
+//! Making a job reads its first pod, its PodGroup object, a few of their strings and its pods'
+//! slots, each in a place of its own, in an order unrelated to where they lie: at 4,000 nodes
+//! that is a cache miss or more per read, and the processor overlaps few of them by itself.
+//! Asking for the memory of the jobs a few places ahead lets the misses overlap: `prepare` went
+//! from 62 to about 45 ms (docs/performance.md, "Stop 49"). This is the crate's one `unsafe`.
 #![allow(unsafe_code)]
 
 /// How many items ahead a pass asks for the memory it will read: far enough for a miss to
