@@ -30,7 +30,7 @@ pub(crate) fn text(text: &str) {
 #[inline(always)]
 pub(crate) fn some_text(text: &Option<String>) {
     if let Some(t) = text {
-        line(t.as_ptr());
+        self::text(t);
     }
 }
 

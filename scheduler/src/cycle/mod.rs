@@ -308,9 +308,10 @@ fn prepare<'s>(
             let room = scope.spawn(|| state::ClusterState::new(snapshot));
             let runs = jobs::group(snapshot);
             // The objects' index is built on this side: rebuilding the room took longer than
-            // sorting the runs (28-38 ms against 22-27 at 4,000 nodes). The two now take about
-            // as long (18-25 and 21-26 ms), and building the index on whichever side finishes
-            // first measured no faster (docs/performance.md, stop 48).
+            // sorting the runs (28-38 ms against 22-27 at 4,000 nodes). Now the room takes
+            // 16-17 ms and the sort 19 (the index 5 more), yet building the index on whichever
+            // side finishes first, or after the room, measured no faster (docs/performance.md,
+            // stops 48 and 49).
             let objects = jobs::objects(snapshot);
             let room = room
                 .join()
